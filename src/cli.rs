@@ -1,0 +1,267 @@
+//! The command line: flags → [`Spec`], then the pipeline, then the views.
+//! Flags follow wrk's where wrk has them.
+
+use std::io::{IsTerminal, Write};
+use std::path::PathBuf;
+use std::process::ExitCode;
+use std::sync::atomic::AtomicBool;
+use std::sync::Arc;
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+use anyhow::Context;
+use clap::{Args, Parser, Subcommand};
+
+use crate::engine::{self, Progress};
+use crate::report;
+use crate::run::{Run, SCHEMA_VERSION};
+use crate::spec::Spec;
+use crate::units::{parse_count, parse_duration};
+
+#[derive(Parser, Debug)]
+#[command(
+    name = "loadlens",
+    version,
+    about = "Load-test an HTTP server, watch the machine while it runs, and say where the bottleneck is",
+    propagate_version = true
+)]
+struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Subcommand, Debug)]
+enum Command {
+    /// Load-test a URL and report throughput, latency and errors.
+    Run(RunArgs),
+    /// Render a Run saved with `--json` again.
+    Report(ReportArgs),
+}
+
+#[derive(Args, Debug)]
+struct RunArgs {
+    /// The URL to load, e.g. http://127.0.0.1:8080/index.html
+    url: String,
+    /// Connections to keep open.
+    #[arg(short = 'c', long, value_parser = parse_u32, default_value = "10")]
+    connections: u32,
+    /// Worker threads [default: CPUs available to this process].
+    #[arg(short = 't', long, value_parser = parse_u32)]
+    threads: Option<u32>,
+    /// Length of the test, e.g. 10s, 1m [default: 10s, or unbounded with -n].
+    #[arg(short = 'd', long, value_parser = parse_duration)]
+    duration: Option<Duration>,
+    /// Stop after this many requests (responses plus failed requests), e.g. 10k.
+    #[arg(short = 'n', long, value_parser = parse_count)]
+    requests: Option<u64>,
+    /// Requests per connection, then close and reconnect (1 = a new TCP connection per
+    /// request) [default: keep-alive as long as the server allows].
+    #[arg(long, value_parser = parse_u32)]
+    connreqs: Option<u32>,
+    /// Add a request header, e.g. -H 'Accept-Encoding: gzip' (repeatable).
+    #[arg(short = 'H', long = "header")]
+    headers: Vec<String>,
+    /// HTTP method.
+    #[arg(short = 'm', long, default_value = "GET")]
+    method: String,
+    /// Request body.
+    #[arg(long, conflicts_with = "body_file")]
+    body: Option<String>,
+    /// Read the request body from a file.
+    #[arg(long)]
+    body_file: Option<PathBuf>,
+    /// Per-request timeout; a request unanswered after it counts as a timeout.
+    #[arg(long, value_parser = parse_duration, default_value = "2s")]
+    timeout: Duration,
+    /// Print the latency percentiles, status codes and connection details.
+    #[arg(long)]
+    latency: bool,
+    /// Write the Run as JSON to FILE (`-` = stdout, which silences the text output).
+    #[arg(long, value_name = "FILE")]
+    json: Option<String>,
+    /// Print nothing but errors (the JSON, if asked for, is still written).
+    #[arg(short = 'q', long)]
+    quiet: bool,
+    /// Do not verify the server's TLS certificate.
+    #[arg(short = 'k', long)]
+    insecure: bool,
+}
+
+#[derive(Args, Debug)]
+struct ReportArgs {
+    /// A Run written by `loadlens run --json FILE`.
+    file: PathBuf,
+    /// Print the latency percentiles and details.
+    #[arg(long)]
+    latency: bool,
+}
+
+fn parse_u32(s: &str) -> Result<u32, String> {
+    let n = parse_count(s)?;
+    u32::try_from(n).map_err(|_| format!("`{s}` is too large"))
+}
+
+/// Parses the command line and runs it. Usage errors exit 2 (clap's convention).
+pub fn main() -> anyhow::Result<ExitCode> {
+    let cli = Cli::parse();
+    let res = match cli.command {
+        Command::Run(a) => cmd_run(a),
+        Command::Report(a) => cmd_report(a),
+    };
+    match res {
+        Err(e) if is_broken_pipe(&e) => Ok(ExitCode::SUCCESS),
+        other => other,
+    }
+}
+
+fn is_broken_pipe(e: &anyhow::Error) -> bool {
+    e.chain().any(|c| {
+        c.downcast_ref::<std::io::Error>()
+            .is_some_and(|io| io.kind() == std::io::ErrorKind::BrokenPipe)
+    })
+}
+
+fn available_cpus() -> u32 {
+    std::thread::available_parallelism()
+        .map(|n| n.get() as u32)
+        .unwrap_or(1)
+}
+
+fn cmd_run(a: RunArgs) -> anyhow::Result<ExitCode> {
+    let body = match (&a.body, &a.body_file) {
+        (Some(b), _) => b.clone().into_bytes(),
+        (None, Some(p)) => std::fs::read(p)
+            .with_context(|| format!("cannot read the body file {}", p.display()))?,
+        (None, None) => Vec::new(),
+    };
+    let threads = a
+        .threads
+        .unwrap_or_else(|| available_cpus().min(a.connections.max(1)));
+    let duration = match (a.duration, a.requests) {
+        (Some(d), _) => Some(d),
+        (None, Some(_)) => None,
+        (None, None) => Some(Duration::from_secs(10)),
+    };
+    let spec = Spec {
+        url: a.url.clone(),
+        connections: a.connections,
+        threads,
+        duration_s: duration.map(|d| d.as_secs_f64()),
+        requests: a.requests,
+        connreqs: a.connreqs,
+        method: a.method.to_ascii_uppercase(),
+        headers: a.headers.clone(),
+        body_bytes: body.len(),
+        timeout_s: a.timeout.as_secs_f64(),
+        insecure: a.insecure,
+    };
+    spec.check_flags()?;
+    let target = spec.target()?;
+    // Fail before the load, not after it, when the output cannot be written.
+    if let Some(path) = a.json.as_deref().filter(|p| *p != "-") {
+        std::fs::OpenOptions::new()
+            .create(true)
+            .truncate(false)
+            .write(true)
+            .open(path)
+            .with_context(|| format!("cannot write the JSON output {path}"))?;
+    }
+    let addr = target.probe(spec.timeout())?;
+
+    let stop = Arc::new(AtomicBool::new(false));
+    // First Ctrl-C ends the run early and still reports; a second one kills.
+    for sig in [signal_hook::consts::SIGINT, signal_hook::consts::SIGTERM] {
+        signal_hook::flag::register_conditional_shutdown(sig, 130, stop.clone())?;
+        signal_hook::flag::register(sig, stop.clone())?;
+    }
+    let json_to_stdout = a.json.as_deref() == Some("-");
+    let text = !a.quiet && !json_to_stdout;
+    let mut progress = LiveLine::new(text && std::io::stderr().is_terminal(), &spec);
+    let started_unix_s = SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map(|d| d.as_secs_f64())
+        .unwrap_or(0.0);
+    let outcome = engine::run(&spec, &target, addr, &body, stop, &mut progress)?;
+    progress.finish();
+
+    let run = Run {
+        schema_version: SCHEMA_VERSION,
+        tool: format!("loadlens {}", env!("CARGO_PKG_VERSION")),
+        started_unix_s,
+        spec,
+        target_addr: addr.to_string(),
+        results: outcome.results,
+        client: outcome.client,
+        warnings: Vec::new(),
+    };
+    if let Some(path) = &a.json {
+        report::write_json(&run, path)?;
+    }
+    if text {
+        let mut out = std::io::stdout().lock();
+        out.write_all(report::terminal::render(&run, a.latency).as_bytes())?;
+        out.flush()?;
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+fn cmd_report(a: ReportArgs) -> anyhow::Result<ExitCode> {
+    let text = std::fs::read_to_string(&a.file)
+        .with_context(|| format!("cannot read {}", a.file.display()))?;
+    let run = Run::from_json(&text).with_context(|| format!("{}", a.file.display()))?;
+    let mut out = std::io::stdout().lock();
+    out.write_all(report::terminal::render(&run, a.latency).as_bytes())?;
+    out.flush()?;
+    Ok(ExitCode::SUCCESS)
+}
+
+/// The live status line on stderr (only when stderr is a terminal); cleared at the end.
+struct LiveLine {
+    bar: Option<indicatif::ProgressBar>,
+    total: Option<Duration>,
+    requests: Option<u64>,
+}
+
+impl LiveLine {
+    fn new(enabled: bool, spec: &Spec) -> LiveLine {
+        let bar = enabled.then(|| {
+            let b = indicatif::ProgressBar::with_draw_target(
+                None,
+                indicatif::ProgressDrawTarget::stderr_with_hz(4),
+            );
+            b.set_style(
+                indicatif::ProgressStyle::with_template("{spinner} {msg}").expect("valid template"),
+            );
+            b
+        });
+        LiveLine {
+            bar,
+            total: spec.duration_s.map(Duration::from_secs_f64),
+            requests: spec.requests,
+        }
+    }
+    fn finish(&mut self) {
+        if let Some(b) = self.bar.take() {
+            b.finish_and_clear();
+        }
+    }
+}
+
+impl Progress for LiveLine {
+    fn update(&mut self, elapsed: Duration, responses: u64, errors: u64) {
+        let Some(b) = &self.bar else { return };
+        let of = match (self.total, self.requests) {
+            (Some(t), _) => format!(" / {:.0}s", t.as_secs_f64()),
+            _ => String::new(),
+        };
+        let n = match self.requests {
+            Some(n) => format!("{responses} / {n}"),
+            None => responses.to_string(),
+        };
+        let rate = responses as f64 / elapsed.as_secs_f64().max(1e-3);
+        b.set_message(format!(
+            "{:.0}s{of}  {n} responses  {rate:.0} req/s  {errors} errors",
+            elapsed.as_secs_f64()
+        ));
+        b.tick();
+    }
+}

@@ -1,0 +1,126 @@
+//! Per-thread counters and histograms. Each worker owns one `ThreadStats`; they are
+//! merged after the threads join, so recording a request touches no shared memory.
+
+use std::time::Duration;
+
+use hdrhistogram::Histogram;
+
+/// The closed set of ways a request or connection can fail during a run.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ErrorKind {
+    /// The TCP connect (or TLS handshake) failed or timed out.
+    Connect = 0,
+    /// Reading the response failed, or the server closed before a response began.
+    Read = 1,
+    /// Writing the request failed.
+    Write = 2,
+    /// No complete response within `--timeout`.
+    Timeout = 3,
+    /// The response was not valid HTTP/1.x (or was cut short).
+    Parse = 4,
+}
+
+pub const ERROR_KINDS: usize = 5;
+
+/// Status codes are counted in a fixed array indexed by code: no map, no allocation.
+pub const STATUS_SLOTS: usize = 600;
+
+/// Significant figures kept by every latency histogram.
+pub const SIGFIG: u8 = 3;
+
+/// A latency histogram in microseconds able to hold anything up to `max`.
+pub fn latency_histogram(max: Duration) -> Histogram<u64> {
+    let high = (max.as_micros() as u64).max(2);
+    Histogram::new_with_bounds(1, high, SIGFIG).expect("valid histogram bounds")
+}
+
+/// Everything one worker thread counted.
+#[derive(Debug, Clone)]
+pub struct ThreadStats {
+    pub responses: u64,
+    pub bytes_read: u64,
+    pub errors: [u64; ERROR_KINDS],
+    /// Connect failures by errno (0 = timed out before the connect finished).
+    pub connect_errno: Vec<(i32, u64)>,
+    pub status: Box<[u64; STATUS_SLOTS]>,
+    /// Connections established (TCP connect, plus TLS handshake for https).
+    pub connections: u64,
+    /// Request latency, µs: from the first byte of the request written to the last byte
+    /// of the response read.
+    pub latency: Histogram<u64>,
+    /// Connection set-up time, µs (including the TLS handshake).
+    pub connect_time: Histogram<u64>,
+}
+
+impl ThreadStats {
+    pub fn new(max_latency: Duration) -> ThreadStats {
+        ThreadStats {
+            responses: 0,
+            bytes_read: 0,
+            errors: [0; ERROR_KINDS],
+            connect_errno: Vec::new(),
+            status: Box::new([0; STATUS_SLOTS]),
+            connections: 0,
+            latency: latency_histogram(max_latency),
+            connect_time: latency_histogram(max_latency),
+        }
+    }
+
+    #[inline]
+    pub fn status(&mut self, code: u16) {
+        let slot = (code as usize).min(STATUS_SLOTS - 1);
+        self.status[slot] += 1;
+    }
+
+    pub fn connect_error(&mut self, errno: i32) {
+        self.errors[ErrorKind::Connect as usize] += 1;
+        match self.connect_errno.iter_mut().find(|(e, _)| *e == errno) {
+            Some((_, n)) => *n += 1,
+            None => self.connect_errno.push((errno, 1)),
+        }
+    }
+
+    pub fn error_total(&self) -> u64 {
+        self.errors.iter().sum()
+    }
+
+    /// Adds another thread's counts into this one.
+    pub fn merge(&mut self, other: &ThreadStats) {
+        self.responses += other.responses;
+        self.bytes_read += other.bytes_read;
+        for (a, b) in self.errors.iter_mut().zip(other.errors.iter()) {
+            *a += b;
+        }
+        for &(errno, n) in &other.connect_errno {
+            match self.connect_errno.iter_mut().find(|(e, _)| *e == errno) {
+                Some((_, m)) => *m += n,
+                None => self.connect_errno.push((errno, n)),
+            }
+        }
+        for (a, b) in self.status.iter_mut().zip(other.status.iter()) {
+            *a += b;
+        }
+        self.connections += other.connections;
+        self.latency
+            .add(&other.latency)
+            .expect("histograms share bounds");
+        self.connect_time
+            .add(&other.connect_time)
+            .expect("histograms share bounds");
+    }
+}
+
+/// What a worker reports about one interval (about a second) of its run; the engine
+/// merges these into the timeline and the progress line.
+#[derive(Debug)]
+pub struct Tick {
+    pub thread: usize,
+    /// Index of the second (from the start of the load) the interval began in.
+    pub second: u64,
+    pub responses: u64,
+    pub errors: u64,
+    pub bytes_read: u64,
+    pub latency: Histogram<u64>,
+    /// The worker's final tick: it has stopped.
+    pub last: bool,
+}

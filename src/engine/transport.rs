@@ -1,0 +1,256 @@
+//! Plain TCP and TLS behind one small trait, so the worker loop is written once.
+//!
+//! The worker is generic over the transport (monomorphised: no dynamic dispatch in the
+//! hot path). Sockets are non-blocking mio streams; every method returns `WouldBlock`
+//! when it must wait for readiness, like the socket itself.
+
+use std::io::{self, Read, Write};
+use std::net::SocketAddr;
+use std::sync::Arc;
+
+use mio::net::TcpStream;
+use rustls::pki_types::ServerName;
+
+/// A byte stream to the server.
+pub trait Transport: Sized {
+    /// Per-run shared state (TLS configuration).
+    type Config: Clone + Send + 'static;
+
+    /// Starts a non-blocking connect.
+    fn connect(addr: SocketAddr, config: &Self::Config) -> io::Result<Self>;
+    /// The socket, for registration with the poller.
+    fn socket(&mut self) -> &mut TcpStream;
+    /// Drives connection set-up (TCP connect, TLS handshake). `Ok(true)` once application
+    /// data can flow, `Ok(false)` while waiting, `Err` when set-up failed.
+    fn establish(&mut self) -> io::Result<bool>;
+    fn read(&mut self, buf: &mut [u8]) -> io::Result<usize>;
+    fn write(&mut self, buf: &[u8]) -> io::Result<usize>;
+    /// Pushes out bytes buffered inside the transport (TLS records). `Ok(true)` when
+    /// nothing is left.
+    fn flush(&mut self) -> io::Result<bool>;
+}
+
+/// Checks whether a non-blocking TCP connect finished, and how.
+fn tcp_connected(s: &TcpStream) -> io::Result<bool> {
+    if let Some(e) = s.take_error()? {
+        return Err(e);
+    }
+    match s.peer_addr() {
+        Ok(_) => Ok(true),
+        Err(e) if e.kind() == io::ErrorKind::NotConnected => Ok(false),
+        Err(e) if e.raw_os_error() == Some(libc::EINPROGRESS) => Ok(false),
+        Err(e) => Err(e),
+    }
+}
+
+fn new_socket(addr: SocketAddr) -> io::Result<TcpStream> {
+    let s = TcpStream::connect(addr)?;
+    // Requests are written in one piece; Nagle would only delay a request that spans
+    // two segments (a large body). wrk sets it too.
+    s.set_nodelay(true)?;
+    Ok(s)
+}
+
+/// Plain TCP.
+pub struct Plain {
+    stream: TcpStream,
+    connected: bool,
+}
+
+impl Transport for Plain {
+    type Config = ();
+
+    fn connect(addr: SocketAddr, _: &()) -> io::Result<Self> {
+        Ok(Plain {
+            stream: new_socket(addr)?,
+            connected: false,
+        })
+    }
+    fn socket(&mut self) -> &mut TcpStream {
+        &mut self.stream
+    }
+    fn establish(&mut self) -> io::Result<bool> {
+        if !self.connected {
+            self.connected = tcp_connected(&self.stream)?;
+        }
+        Ok(self.connected)
+    }
+    fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
+        self.stream.read(buf)
+    }
+    fn write(&mut self, buf: &[u8]) -> io::Result<usize> {
+        self.stream.write(buf)
+    }
+    fn flush(&mut self) -> io::Result<bool> {
+        Ok(true)
+    }
+}
+
+/// What every TLS connection of a run shares.
+#[derive(Clone)]
+pub struct TlsConfig {
+    pub client: Arc<rustls::ClientConfig>,
+    pub server_name: ServerName<'static>,
+}
+
+impl TlsConfig {
+    /// Builds the client configuration: web PKI roots, or no verification at all when
+    /// `insecure` (for self-signed test servers, like `curl -k`).
+    pub fn new(host: &str, insecure: bool) -> anyhow::Result<TlsConfig> {
+        let provider = Arc::new(rustls::crypto::ring::default_provider());
+        let builder = rustls::ClientConfig::builder_with_provider(provider.clone())
+            .with_safe_default_protocol_versions()?;
+        let client = if insecure {
+            builder
+                .dangerous()
+                .with_custom_certificate_verifier(Arc::new(NoVerify(provider)))
+                .with_no_client_auth()
+        } else {
+            let roots = rustls::RootCertStore {
+                roots: webpki_roots::TLS_SERVER_ROOTS.to_vec(),
+            };
+            builder.with_root_certificates(roots).with_no_client_auth()
+        };
+        let server_name = ServerName::try_from(host.to_string())
+            .map_err(|e| anyhow::anyhow!("invalid TLS server name `{host}`: {e}"))?;
+        Ok(TlsConfig {
+            client: Arc::new(client),
+            server_name,
+        })
+    }
+}
+
+/// TLS over TCP (rustls).
+pub struct Tls {
+    stream: TcpStream,
+    tls: rustls::ClientConnection,
+    tcp_up: bool,
+}
+
+impl Tls {
+    /// Reads TLS records from the socket into rustls. `Ok(false)` at EOF.
+    fn fill(&mut self) -> io::Result<bool> {
+        let n = self.tls.read_tls(&mut self.stream)?;
+        self.tls
+            .process_new_packets()
+            .map_err(|e| io::Error::new(io::ErrorKind::InvalidData, e))?;
+        Ok(n > 0)
+    }
+}
+
+impl Transport for Tls {
+    type Config = TlsConfig;
+
+    fn connect(addr: SocketAddr, config: &TlsConfig) -> io::Result<Self> {
+        let tls = rustls::ClientConnection::new(config.client.clone(), config.server_name.clone())
+            .map_err(io::Error::other)?;
+        Ok(Tls {
+            stream: new_socket(addr)?,
+            tls,
+            tcp_up: false,
+        })
+    }
+    fn socket(&mut self) -> &mut TcpStream {
+        &mut self.stream
+    }
+    fn establish(&mut self) -> io::Result<bool> {
+        if !self.tcp_up {
+            self.tcp_up = tcp_connected(&self.stream)?;
+            if !self.tcp_up {
+                return Ok(false);
+            }
+        }
+        while self.tls.is_handshaking() {
+            if self.tls.wants_write() {
+                match self.tls.write_tls(&mut self.stream) {
+                    Ok(_) => continue,
+                    Err(e) if e.kind() == io::ErrorKind::WouldBlock => return Ok(false),
+                    Err(e) => return Err(e),
+                }
+            }
+            match self.fill() {
+                Ok(true) => {}
+                Ok(false) => return Err(io::ErrorKind::UnexpectedEof.into()),
+                Err(e) if e.kind() == io::ErrorKind::WouldBlock => return Ok(false),
+                Err(e) => return Err(e),
+            }
+        }
+        self.flush()?;
+        Ok(true)
+    }
+    fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
+        loop {
+            match self.tls.reader().read(buf) {
+                Ok(n) => return Ok(n),
+                Err(e) if e.kind() == io::ErrorKind::WouldBlock => {}
+                // The peer closed without close_notify: an EOF like any other here.
+                Err(e) if e.kind() == io::ErrorKind::UnexpectedEof => return Ok(0),
+                Err(e) => return Err(e),
+            }
+            if !self.fill()? {
+                return Ok(0);
+            }
+        }
+    }
+    fn write(&mut self, buf: &[u8]) -> io::Result<usize> {
+        let n = self.tls.writer().write(buf)?;
+        self.flush()?;
+        Ok(n)
+    }
+    fn flush(&mut self) -> io::Result<bool> {
+        while self.tls.wants_write() {
+            match self.tls.write_tls(&mut self.stream) {
+                Ok(_) => {}
+                Err(e) if e.kind() == io::ErrorKind::WouldBlock => return Ok(false),
+                Err(e) => return Err(e),
+            }
+        }
+        Ok(true)
+    }
+}
+
+/// Accepts any certificate (`--insecure`), still checking handshake signatures.
+#[derive(Debug)]
+struct NoVerify(Arc<rustls::crypto::CryptoProvider>);
+
+impl rustls::client::danger::ServerCertVerifier for NoVerify {
+    fn verify_server_cert(
+        &self,
+        _: &rustls::pki_types::CertificateDer<'_>,
+        _: &[rustls::pki_types::CertificateDer<'_>],
+        _: &ServerName<'_>,
+        _: &[u8],
+        _: rustls::pki_types::UnixTime,
+    ) -> Result<rustls::client::danger::ServerCertVerified, rustls::Error> {
+        Ok(rustls::client::danger::ServerCertVerified::assertion())
+    }
+    fn verify_tls12_signature(
+        &self,
+        message: &[u8],
+        cert: &rustls::pki_types::CertificateDer<'_>,
+        dss: &rustls::DigitallySignedStruct,
+    ) -> Result<rustls::client::danger::HandshakeSignatureValid, rustls::Error> {
+        rustls::crypto::verify_tls12_signature(
+            message,
+            cert,
+            dss,
+            &self.0.signature_verification_algorithms,
+        )
+    }
+    fn verify_tls13_signature(
+        &self,
+        message: &[u8],
+        cert: &rustls::pki_types::CertificateDer<'_>,
+        dss: &rustls::DigitallySignedStruct,
+    ) -> Result<rustls::client::danger::HandshakeSignatureValid, rustls::Error> {
+        rustls::crypto::verify_tls13_signature(
+            message,
+            cert,
+            dss,
+            &self.0.signature_verification_algorithms,
+        )
+    }
+    fn supported_verify_schemes(&self) -> Vec<rustls::SignatureScheme> {
+        self.0.signature_verification_algorithms.supported_schemes()
+    }
+}

@@ -1,0 +1,464 @@
+//! One worker thread: an event loop (mio/epoll, edge-triggered) over its share of the
+//! connections, each with one request in flight (closed loop).
+//!
+//! Per request the loop does only the socket I/O, two clock reads and a histogram
+//! record: the request bytes were built before the run, each connection owns its read
+//! buffer, and counters live in this thread until it ends. Time-based work (timeouts,
+//! retries, the per-second tick) runs from the loop, not per request.
+
+use std::io;
+use std::net::SocketAddr;
+use std::sync::atomic::{AtomicBool, AtomicI64, Ordering};
+use std::sync::mpsc::Sender;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use hdrhistogram::Histogram;
+use mio::{Events, Interest, Poll, Token};
+
+use super::http::{Complete, ResponseParser};
+use super::stats::{latency_histogram, ErrorKind, ThreadStats, Tick};
+use super::transport::Transport;
+use crate::spec::RequestBytes;
+
+/// How often connections are checked for timeouts and failed connects retried.
+const SWEEP: Duration = Duration::from_millis(20);
+/// The interval of the timeline.
+const TICK: Duration = Duration::from_secs(1);
+/// A connection whose connect failed waits this long before trying again, so a refused
+/// port costs a few syscalls per second rather than a spinning core.
+const RETRY_AFTER: Duration = Duration::from_millis(20);
+
+/// Shared request budget for `-n`: each request sent claims one unit.
+#[derive(Debug)]
+pub struct Budget(Option<AtomicI64>);
+
+impl Budget {
+    pub fn new(requests: Option<u64>) -> Budget {
+        Budget(requests.map(|n| AtomicI64::new(n.min(i64::MAX as u64) as i64)))
+    }
+    #[inline]
+    fn claim(&self) -> bool {
+        match &self.0 {
+            None => true,
+            Some(left) => left.fetch_sub(1, Ordering::Relaxed) > 0,
+        }
+    }
+}
+
+/// Everything a worker needs, moved into its thread.
+pub struct Worker<T: Transport> {
+    pub id: usize,
+    pub connections: usize,
+    pub addr: SocketAddr,
+    pub transport: T::Config,
+    pub request: Arc<RequestBytes>,
+    pub connreqs: Option<u32>,
+    pub timeout: Duration,
+    pub read_buffer: usize,
+    pub start: Instant,
+    pub deadline: Option<Instant>,
+    pub budget: Arc<Budget>,
+    pub stop: Arc<AtomicBool>,
+    pub ticks: Sender<Tick>,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Phase {
+    /// Waiting to retry a failed connect.
+    Retry,
+    /// TCP connect / TLS handshake in progress.
+    Connecting,
+    /// Writing the request.
+    Writing,
+    /// Reading the response.
+    Reading,
+    /// The last response on this connection is in; waiting for the server's FIN so the
+    /// server, which was asked to close, is the side that keeps TIME_WAIT.
+    Draining,
+    /// No more requests to send (budget spent).
+    Done,
+}
+
+struct Conn<T> {
+    transport: Option<T>,
+    phase: Phase,
+    parser: ResponseParser,
+    buf: Box<[u8]>,
+    /// Unconsumed bytes at the front of `buf` (an incomplete head or line).
+    pending: usize,
+    written: usize,
+    /// The request in flight was sent with `Connection: close`.
+    last: bool,
+    /// Requests sent on this connection.
+    sent: u32,
+    /// A claimed budget unit not yet spent on a request.
+    permit: bool,
+    /// When the current phase began: connect start, request start, or retry time.
+    since: Instant,
+}
+
+/// The outcome of driving one connection until it would block.
+enum Next {
+    Wait,
+    Reopen,
+    Retry,
+}
+
+struct Loop<'a, T: Transport> {
+    w: &'a Worker<T>,
+    poll: Poll,
+    stats: ThreadStats,
+    interval: Histogram<u64>,
+    interval_responses: u64,
+    interval_errors: u64,
+    interval_bytes: u64,
+    /// Connections not yet `Done`.
+    live: usize,
+}
+
+impl<T: Transport> Worker<T> {
+    /// Runs the load until the deadline, the budget or the stop flag ends it.
+    pub fn run(self) -> io::Result<ThreadStats> {
+        let max_latency = self.timeout * 2 + Duration::from_secs(1);
+        let mut lp = Loop {
+            w: &self,
+            poll: Poll::new()?,
+            stats: ThreadStats::new(max_latency),
+            interval: latency_histogram(max_latency),
+            interval_responses: 0,
+            interval_errors: 0,
+            interval_bytes: 0,
+            live: self.connections,
+        };
+        let mut conns: Vec<Conn<T>> = (0..self.connections)
+            .map(|_| Conn {
+                transport: None,
+                phase: Phase::Retry,
+                parser: ResponseParser::new(self.request.head),
+                buf: vec![0u8; self.read_buffer].into_boxed_slice(),
+                pending: 0,
+                written: 0,
+                last: false,
+                sent: 0,
+                permit: false,
+                since: self.start,
+            })
+            .collect();
+        let now = Instant::now();
+        for (i, c) in conns.iter_mut().enumerate() {
+            lp.open(c, i, now);
+        }
+        let mut events = Events::with_capacity(1024);
+        let mut next_sweep = now + SWEEP;
+        let mut next_tick = self.start + TICK;
+        loop {
+            let now = Instant::now();
+            if lp.live == 0 || self.stop.load(Ordering::Relaxed) {
+                break;
+            }
+            if self.deadline.is_some_and(|d| now >= d) {
+                break;
+            }
+            let mut wake = next_sweep.min(next_tick);
+            if let Some(d) = self.deadline {
+                wake = wake.min(d);
+            }
+            match lp
+                .poll
+                .poll(&mut events, Some(wake.saturating_duration_since(now)))
+            {
+                Ok(()) => {}
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
+                Err(e) => return Err(e),
+            }
+            for ev in events.iter() {
+                let i = ev.token().0;
+                let c = &mut conns[i];
+                lp.drive(c, i, Instant::now());
+            }
+            let now = Instant::now();
+            if now >= next_sweep {
+                for (i, c) in conns.iter_mut().enumerate() {
+                    lp.sweep(c, i, now);
+                }
+                next_sweep = now + SWEEP;
+            }
+            if now >= next_tick {
+                lp.tick(second_of(self.start, next_tick), false);
+                while next_tick <= now {
+                    next_tick += TICK;
+                }
+            }
+        }
+        lp.tick(second_of(self.start, next_tick), true);
+        Ok(lp.stats)
+    }
+}
+
+/// The second in which the interval ending at `tick_end` began.
+fn second_of(start: Instant, tick_end: Instant) -> u64 {
+    (tick_end.saturating_duration_since(start).as_secs()).saturating_sub(1)
+}
+
+impl<T: Transport> Loop<'_, T> {
+    /// Opens a new connection on slot `i`, claiming a budget unit first so no connection
+    /// is opened that could never send a request.
+    fn open(&mut self, c: &mut Conn<T>, i: usize, now: Instant) {
+        c.transport = None;
+        c.parser.reset();
+        c.pending = 0;
+        c.sent = 0;
+        if !c.permit {
+            if !self.w.budget.claim() {
+                self.finish(c);
+                return;
+            }
+            c.permit = true;
+        }
+        c.since = now;
+        match T::connect(self.w.addr, &self.w.transport) {
+            Ok(mut t) => {
+                if let Err(e) = self.poll.registry().register(
+                    t.socket(),
+                    Token(i),
+                    Interest::READABLE | Interest::WRITABLE,
+                ) {
+                    self.connect_failed(c, &e, now);
+                    return;
+                }
+                c.transport = Some(t);
+                c.phase = Phase::Connecting;
+            }
+            Err(e) => self.connect_failed(c, &e, now),
+        }
+    }
+
+    fn finish(&mut self, c: &mut Conn<T>) {
+        c.transport = None;
+        if c.phase != Phase::Done {
+            c.phase = Phase::Done;
+            self.live -= 1;
+        }
+    }
+
+    /// A connect failed: the request it was opened for is spent as a connect error, and
+    /// the slot retries after a pause.
+    fn connect_failed(&mut self, c: &mut Conn<T>, e: &io::Error, now: Instant) {
+        c.transport = None;
+        c.permit = false;
+        self.stats.connect_error(e.raw_os_error().unwrap_or(0));
+        self.interval_errors += 1;
+        c.phase = Phase::Retry;
+        c.since = now;
+    }
+
+    /// A request in flight failed: count it, drop the connection, open another.
+    fn request_failed(&mut self, kind: ErrorKind) -> Next {
+        self.stats.errors[kind as usize] += 1;
+        self.interval_errors += 1;
+        Next::Reopen
+    }
+
+    /// Begins the next request on an established connection, if the budget allows.
+    fn start_request(&mut self, c: &mut Conn<T>, now: Instant) -> bool {
+        if !c.permit && !self.w.budget.claim() {
+            return false;
+        }
+        c.permit = false;
+        c.sent += 1;
+        c.last = self.w.connreqs.is_some_and(|n| c.sent >= n);
+        c.written = 0;
+        c.since = now;
+        c.phase = Phase::Writing;
+        true
+    }
+
+    fn drive(&mut self, c: &mut Conn<T>, i: usize, now: Instant) {
+        let next = self.step(c, now);
+        match next {
+            Next::Wait => {}
+            Next::Reopen => self.open(c, i, now),
+            Next::Retry => {
+                c.transport = None;
+                c.phase = Phase::Retry;
+                c.since = now;
+            }
+        }
+    }
+
+    /// Drives one connection until it must wait for the socket.
+    fn step(&mut self, c: &mut Conn<T>, now: Instant) -> Next {
+        loop {
+            let Some(t) = c.transport.as_mut() else {
+                return Next::Wait;
+            };
+            match c.phase {
+                Phase::Retry | Phase::Done => return Next::Wait,
+                Phase::Connecting => match t.establish() {
+                    Ok(false) => return Next::Wait,
+                    Ok(true) => {
+                        self.stats.connections += 1;
+                        let us = now.saturating_duration_since(c.since).as_micros() as u64;
+                        self.stats.connect_time.saturating_record(us.max(1));
+                        if !self.start_request(c, now) {
+                            self.finish(c);
+                            return Next::Wait;
+                        }
+                    }
+                    Err(e) => {
+                        self.connect_failed(c, &e, now);
+                        return Next::Retry;
+                    }
+                },
+                Phase::Writing => {
+                    let req = if c.last {
+                        &self.w.request.last
+                    } else {
+                        &self.w.request.keep
+                    };
+                    if c.written < req.len() {
+                        match t.write(&req[c.written..]) {
+                            Ok(0) => return self.request_failed(ErrorKind::Write),
+                            Ok(n) => c.written += n,
+                            Err(e) if e.kind() == io::ErrorKind::WouldBlock => return Next::Wait,
+                            Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+                            Err(_) => return self.request_failed(ErrorKind::Write),
+                        }
+                    } else {
+                        match t.flush() {
+                            Ok(true) => c.phase = Phase::Reading,
+                            Ok(false) => return Next::Wait,
+                            Err(_) => return self.request_failed(ErrorKind::Write),
+                        }
+                    }
+                }
+                Phase::Reading => {
+                    let n = match t.read(&mut c.buf[c.pending..]) {
+                        Ok(n) => n,
+                        Err(e) if e.kind() == io::ErrorKind::WouldBlock => return Next::Wait,
+                        Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
+                        Err(_) => return self.request_failed(ErrorKind::Read),
+                    };
+                    self.stats.bytes_read += n as u64;
+                    self.interval_bytes += n as u64;
+                    if n == 0 {
+                        return self.on_eof(c, now);
+                    }
+                    let end = c.pending + n;
+                    match c.parser.feed(&c.buf[..end]) {
+                        Err(_) => return self.request_failed(ErrorKind::Parse),
+                        Ok(fed) => {
+                            let left = end - fed.consumed;
+                            match fed.complete {
+                                Some(done) => {
+                                    if left > 0 {
+                                        // Bytes after the response to the only request in
+                                        // flight: the server sent more than one response.
+                                        return self.request_failed(ErrorKind::Parse);
+                                    }
+                                    c.pending = 0;
+                                    if let Some(next) = self.on_response(c, done, now) {
+                                        return next;
+                                    }
+                                }
+                                None => {
+                                    if left == c.buf.len() {
+                                        // A head or line larger than the whole buffer.
+                                        return self.request_failed(ErrorKind::Parse);
+                                    }
+                                    c.buf.copy_within(fed.consumed..end, 0);
+                                    c.pending = left;
+                                }
+                            }
+                        }
+                    }
+                }
+                Phase::Draining => match t.read(&mut c.buf) {
+                    Ok(0) => return Next::Reopen,
+                    // Bytes after the last response are ignored; we only wait for the FIN.
+                    Ok(_) => {}
+                    Err(e) if e.kind() == io::ErrorKind::WouldBlock => return Next::Wait,
+                    Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+                    Err(_) => return Next::Reopen,
+                },
+            }
+        }
+    }
+
+    /// Records a complete response and decides what the connection does next.
+    /// `None` means: keep going on this connection (the next request was started).
+    fn on_response(&mut self, c: &mut Conn<T>, done: Complete, now: Instant) -> Option<Next> {
+        let us = now.saturating_duration_since(c.since).as_micros() as u64;
+        self.stats.latency.saturating_record(us.max(1));
+        self.interval.saturating_record(us.max(1));
+        self.stats.responses += 1;
+        self.interval_responses += 1;
+        self.stats.status(done.status);
+        if c.last || !done.keep_alive {
+            c.phase = Phase::Draining;
+            c.since = now;
+            return None;
+        }
+        if self.start_request(c, now) {
+            None
+        } else {
+            self.finish(c);
+            Some(Next::Wait)
+        }
+    }
+
+    fn on_eof(&mut self, c: &mut Conn<T>, now: Instant) -> Next {
+        if c.pending > 0 {
+            return self.request_failed(ErrorKind::Parse);
+        }
+        match c.parser.eof() {
+            Ok(Some(done)) => {
+                // The connection is closed either way: the response ended with it.
+                self.on_response(c, done, now);
+                Next::Reopen
+            }
+            // Closed before any byte of the response: the server dropped the connection
+            // (wrk counts this as a read error too).
+            Ok(None) => self.request_failed(ErrorKind::Read),
+            Err(_) => self.request_failed(ErrorKind::Parse),
+        }
+    }
+
+    /// Time-based checks for one connection: request/connect timeouts and retries.
+    fn sweep(&mut self, c: &mut Conn<T>, i: usize, now: Instant) {
+        let age = now.saturating_duration_since(c.since);
+        match c.phase {
+            Phase::Retry if age >= RETRY_AFTER => self.open(c, i, now),
+            Phase::Connecting if age >= self.w.timeout => {
+                let e = io::Error::from_raw_os_error(libc::ETIMEDOUT);
+                self.connect_failed(c, &e, now);
+                self.open(c, i, now);
+            }
+            Phase::Writing | Phase::Reading if age >= self.w.timeout => {
+                self.request_failed(ErrorKind::Timeout);
+                self.open(c, i, now);
+            }
+            Phase::Draining if age >= self.w.timeout => self.open(c, i, now),
+            _ => {}
+        }
+    }
+
+    /// Reports the interval that began in `second` (counted from the start of the load).
+    fn tick(&mut self, second: u64, last: bool) {
+        // The receiver is gone only if the engine is unwinding; nothing to report then.
+        let _ = self.w.ticks.send(Tick {
+            thread: self.w.id,
+            second,
+            responses: self.interval_responses,
+            errors: self.interval_errors,
+            bytes_read: self.interval_bytes,
+            latency: self.interval.clone(),
+            last,
+        });
+        self.interval.reset();
+        self.interval_responses = 0;
+        self.interval_errors = 0;
+        self.interval_bytes = 0;
+    }
+}

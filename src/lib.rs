@@ -1,0 +1,12 @@
+//! loadlens: load-test an HTTP server, watch the machine while it runs, and say where
+//! the bottleneck is.
+//!
+//! The pipeline (see DESIGN.md): [`spec`] (what was asked, validated) → [`engine`]
+//! (drive the load) → [`run`] (the one artifact) → [`report`] (views of it).
+
+pub mod cli;
+pub mod engine;
+pub mod report;
+pub mod run;
+pub mod spec;
+pub mod units;

@@ -1,0 +1,163 @@
+//! The terminal view: wrk's block, which people know how to read, plus what wrk leaves
+//! out (status codes, connection reuse, the client self-check).
+
+use std::fmt::Write as _;
+
+use crate::run::{LatencySummary, Run};
+use crate::units::{fmt_bytes, fmt_count, fmt_duration, fmt_us};
+
+/// Renders the run as text. `latency` adds the percentile block and the details.
+pub fn render(run: &Run, latency: bool) -> String {
+    let mut o = String::new();
+    let r = &run.results;
+    let s = &run.spec;
+    let window = match (s.duration_s, s.requests) {
+        (Some(d), _) => format!(
+            "{} test",
+            fmt_duration(std::time::Duration::from_secs_f64(d))
+        ),
+        (None, Some(n)) => format!("{n} requests"),
+        (None, None) => "test".to_string(),
+    };
+    let _ = writeln!(o, "Running {window} @ {}", s.url);
+    let _ = writeln!(
+        o,
+        "  {} threads and {} connections{}",
+        s.threads,
+        s.connections,
+        match s.connreqs {
+            Some(n) => format!(", {n} request{} per connection", plural(n as u64)),
+            None => String::new(),
+        }
+    );
+    let _ = writeln!(
+        o,
+        "  Thread Stats{:>6}{:>11}{:>8}{:>12}",
+        "Avg", "Stdev", "Max", "+/- Stdev"
+    );
+    let l = &r.latency;
+    let _ = writeln!(
+        o,
+        "    {:<10}{:>8}{:>10}{:>9}{:>8.2}%",
+        "Latency",
+        fmt_us(l.mean_us),
+        fmt_us(l.stdev_us),
+        fmt_us(l.max_us as f64),
+        l.within_stdev_pct
+    );
+    let t = &r.thread_requests_per_s;
+    let _ = writeln!(
+        o,
+        "    {:<10}{:>8}{:>10}{:>9}{:>8.2}%",
+        "Req/Sec",
+        fmt_count(t.mean),
+        fmt_count(t.stdev),
+        fmt_count(t.max),
+        t.within_stdev_pct
+    );
+    if latency {
+        let _ = writeln!(o, "  Latency Distribution");
+        percentile_lines(&mut o, l);
+    }
+    let _ = writeln!(
+        o,
+        "  {} requests in {:.2}s, {} read",
+        r.responses,
+        r.duration_s,
+        fmt_bytes(r.bytes_read as f64)
+    );
+    let e = &r.errors;
+    if e.connect + e.read + e.write + e.timeout > 0 {
+        let _ = writeln!(
+            o,
+            "  Socket errors: connect {}, read {}, write {}, timeout {}",
+            e.connect, e.read, e.write, e.timeout
+        );
+    }
+    if !r.connect_errors.is_empty() {
+        let list: Vec<String> = r
+            .connect_errors
+            .iter()
+            .map(|(k, v)| format!("{k} {v}"))
+            .collect();
+        let _ = writeln!(o, "  Connect errors: {}", list.join(", "));
+    }
+    if e.parse > 0 {
+        let _ = writeln!(o, "  Malformed or truncated responses: {}", e.parse);
+    }
+    if r.non_2xx_3xx > 0 {
+        let _ = writeln!(o, "  Non-2xx or 3xx responses: {}", r.non_2xx_3xx);
+    }
+    if latency {
+        let codes: Vec<String> = r
+            .status_codes
+            .iter()
+            .map(|(c, n)| format!("{c}: {n}"))
+            .collect();
+        let _ = writeln!(
+            o,
+            "  Status codes: {}",
+            if codes.is_empty() {
+                "none".to_string()
+            } else {
+                codes.join(", ")
+            }
+        );
+        let per_conn = if r.connections_opened > 0 {
+            r.responses as f64 / r.connections_opened as f64
+        } else {
+            0.0
+        };
+        let _ = writeln!(
+            o,
+            "  Connections: {} opened ({}; {:.1} responses each), connect time avg {} max {}",
+            r.connections_opened,
+            match r.requests_per_connection {
+                Some(n) => format!("{n} request{} per connection", plural(n as u64)),
+                None => "keep-alive".to_string(),
+            },
+            per_conn,
+            fmt_us(r.connect_time.mean_us),
+            fmt_us(r.connect_time.max_us as f64),
+        );
+        let _ = writeln!(
+            o,
+            "  Latency measured closed-loop (not corrected for coordinated omission)."
+        );
+    }
+    let _ = writeln!(o, "Requests/sec: {:>10.2}", r.requests_per_s);
+    let _ = writeln!(o, "Transfer/sec: {:>10}", fmt_bytes(r.bytes_per_s));
+    let c = &run.client;
+    if c.saturated {
+        let _ = writeln!(
+            o,
+            "warning: the load generator was saturated (workers {:.0}% busy): results are a floor — add threads or another client machine",
+            c.busy_pct_mean
+        );
+    }
+    for w in &run.warnings {
+        let _ = writeln!(o, "warning: {w}");
+    }
+    o
+}
+
+fn percentile_lines(o: &mut String, l: &LatencySummary) {
+    for p in &l.percentiles {
+        let label = if p.p >= 100.0 {
+            "   max".to_string()
+        } else if p.p.fract() == 0.0 {
+            format!("{:>6.0}%", p.p)
+        } else {
+            format!("{:>6}%", p.p)
+        };
+        let _ = writeln!(o, "  {label:>7}{:>10}", fmt_us(p.us as f64));
+    }
+}
+
+fn plural(n: u64) -> &'static str {
+    if n == 1 {
+        ""
+    } else {
+        "s"
+    }
+}

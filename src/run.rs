@@ -1,0 +1,307 @@
+//! The Run: the one artifact a run produces. Every view (terminal, JSON, later HTML,
+//! compare) is rendered from it, also later from its JSON (`loadlens report run.json`).
+//!
+//! The doc comments on these structs are the documentation of the JSON format; keys are
+//! snake_case and units are in the names. `schema_version` changes when a field changes
+//! meaning or disappears (adding a field does not change it).
+
+use std::collections::BTreeMap;
+
+use anyhow::Context;
+use base64::Engine as _;
+use hdrhistogram::serialization::{Deserializer, Serializer, V2DeflateSerializer};
+use hdrhistogram::Histogram;
+use serde::{Deserialize, Serialize};
+
+use crate::spec::Spec;
+
+/// Version of the JSON layout below.
+pub const SCHEMA_VERSION: u32 = 1;
+
+/// One load run and everything known about it.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct Run {
+    /// Version of this layout (see `SCHEMA_VERSION`).
+    pub schema_version: u32,
+    /// The program that wrote the file, e.g. `loadlens 0.1.0`.
+    pub tool: String,
+    /// When the load started, seconds since the Unix epoch.
+    pub started_unix_s: f64,
+    /// What was asked.
+    pub spec: Spec,
+    /// The address the load was sent to (the first of the URL's addresses that accepted).
+    pub target_addr: String,
+    /// What the load engine measured.
+    pub results: LoadResults,
+    /// The load generator's own CPU use: whether the client, not the server, set the pace.
+    pub client: ClientCheck,
+    /// Things the user should know about this run (degraded measurements, caveats).
+    pub warnings: Vec<String>,
+}
+
+/// Client-side results of the load.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct LoadResults {
+    /// Length of the load window actually run, seconds.
+    pub duration_s: f64,
+    /// Complete responses received (any status).
+    pub responses: u64,
+    /// Bytes read from the server (headers and bodies; for https, decrypted bytes).
+    pub bytes_read: u64,
+    /// Responses per second over the window.
+    pub requests_per_s: f64,
+    /// Bytes read per second over the window.
+    pub bytes_per_s: f64,
+    /// Failures by class; a failed request is not a response.
+    pub errors: ErrorCounts,
+    /// Connect failures by errno name (`ECONNREFUSED`, `EADDRNOTAVAIL`, `ETIMEDOUT` for a
+    /// connect that did not finish within the timeout, ...).
+    pub connect_errors: BTreeMap<String, u64>,
+    /// Responses by status code.
+    pub status_codes: BTreeMap<u16, u64>,
+    /// Responses whose status was not 2xx or 3xx (wrk's "Non-2xx or 3xx responses").
+    pub non_2xx_3xx: u64,
+    /// TCP connections established (and TLS handshakes completed, for https).
+    pub connections_opened: u64,
+    /// Requests per connection in force (`--connreqs`); `None` = keep-alive as long as
+    /// the server allows.
+    pub requests_per_connection: Option<u32>,
+    /// Request latency: first byte of the request written to last byte of the response
+    /// read. Closed loop: not corrected for coordinated omission.
+    pub latency: LatencySummary,
+    /// Connection set-up time (TCP connect, plus the TLS handshake for https).
+    pub connect_time: LatencySummary,
+    /// Per-thread responses per second, sampled each second (wrk's "Req/Sec" line).
+    pub thread_requests_per_s: Spread,
+    /// One entry per second of the load.
+    pub timeline: Vec<Second>,
+}
+
+/// Failures by class.
+#[derive(Debug, Clone, Copy, Default, Serialize, Deserialize, PartialEq, Eq)]
+pub struct ErrorCounts {
+    /// TCP connect or TLS handshake failed or timed out.
+    pub connect: u64,
+    /// Reading failed, or the server closed the connection before responding.
+    pub read: u64,
+    /// Writing the request failed.
+    pub write: u64,
+    /// No complete response within the timeout.
+    pub timeout: u64,
+    /// The response was malformed or cut short.
+    pub parse: u64,
+}
+
+impl ErrorCounts {
+    pub fn total(&self) -> u64 {
+        self.connect + self.read + self.write + self.timeout + self.parse
+    }
+}
+
+/// A latency distribution: summary numbers plus the full histogram.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct LatencySummary {
+    /// Number of values recorded.
+    pub count: u64,
+    pub min_us: u64,
+    pub mean_us: f64,
+    pub stdev_us: f64,
+    pub max_us: u64,
+    /// Share of values within mean ± stdev, percent (wrk's "+/- Stdev").
+    pub within_stdev_pct: f64,
+    /// Selected percentiles.
+    pub percentiles: Vec<Percentile>,
+    /// Whether latency was measured from the intended send time (open loop) rather than
+    /// the actual one. Closed-loop runs are not corrected.
+    pub corrected_for_coordinated_omission: bool,
+    /// The HdrHistogram (µs, 3 significant figures), V2 deflate encoding in base64: the
+    /// format HdrHistogram's own tools read (`HistogramLogReader`, hdrhistogram crate).
+    pub histogram: String,
+}
+
+/// One percentile of a distribution.
+#[derive(Debug, Clone, Copy, Serialize, Deserialize)]
+pub struct Percentile {
+    /// The percentile, e.g. 99.9.
+    pub p: f64,
+    /// The value at that percentile, µs.
+    pub us: u64,
+}
+
+/// Mean, spread and maximum of a sampled rate.
+#[derive(Debug, Clone, Copy, Default, Serialize, Deserialize)]
+pub struct Spread {
+    pub mean: f64,
+    pub stdev: f64,
+    pub max: f64,
+    /// Share of samples within mean ± stdev, percent.
+    pub within_stdev_pct: f64,
+}
+
+/// One second of the load.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct Second {
+    /// Start of this interval, seconds from the start of the load.
+    pub t_s: u64,
+    /// Length of the interval, seconds (the last one may be shorter than 1).
+    pub duration_s: f64,
+    pub responses: u64,
+    pub errors: u64,
+    pub bytes_read: u64,
+    /// Latency percentiles of the responses completed in this second, µs (0 if none).
+    pub p50_us: u64,
+    pub p99_us: u64,
+    pub max_us: u64,
+}
+
+/// The load generator's self-check.
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+pub struct ClientCheck {
+    /// Each worker thread's CPU use over its run.
+    pub threads: Vec<ThreadCpu>,
+    /// Mean busy share of the worker threads, percent of the wall-clock window.
+    pub busy_pct_mean: f64,
+    /// The workers were busy ≥ 90% of the run: the load generator set the pace, and
+    /// the results are a floor of what the server can do.
+    pub saturated: bool,
+}
+
+/// CPU use of one load worker thread.
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+pub struct ThreadCpu {
+    /// Kernel thread id.
+    pub tid: i32,
+    pub user_s: f64,
+    pub system_s: f64,
+    /// (user + system) / wall time, percent.
+    pub busy_pct: f64,
+    /// Time spent runnable but waiting for a CPU (schedstat), ms; `None` where
+    /// /proc/thread-self/schedstat is not available.
+    pub run_delay_ms: Option<f64>,
+}
+
+/// The percentiles every summary carries.
+pub const PERCENTILES: [f64; 7] = [50.0, 75.0, 90.0, 99.0, 99.9, 99.99, 100.0];
+
+impl LatencySummary {
+    pub fn from_histogram(h: &Histogram<u64>, corrected: bool) -> LatencySummary {
+        let (mean, stdev) = (h.mean(), h.stdev());
+        let within = if h.is_empty() {
+            0.0
+        } else {
+            let lo = (mean - stdev).max(0.0);
+            let hi = mean + stdev;
+            let inside: u64 = h
+                .iter_recorded()
+                .filter(|v| {
+                    let x = v.value_iterated_to() as f64;
+                    x >= lo && x <= hi
+                })
+                .map(|v| v.count_since_last_iteration())
+                .sum();
+            inside as f64 * 100.0 / h.len() as f64
+        };
+        LatencySummary {
+            count: h.len(),
+            min_us: if h.is_empty() { 0 } else { h.min() },
+            mean_us: mean,
+            stdev_us: stdev,
+            max_us: h.max(),
+            within_stdev_pct: within,
+            percentiles: PERCENTILES
+                .iter()
+                .map(|&p| Percentile {
+                    p,
+                    us: h.value_at_quantile(p / 100.0),
+                })
+                .collect(),
+            corrected_for_coordinated_omission: corrected,
+            histogram: encode_histogram(h),
+        }
+    }
+
+    /// Decodes the stored histogram (e.g. to merge runs or compute other percentiles).
+    pub fn decode(&self) -> anyhow::Result<Histogram<u64>> {
+        decode_histogram(&self.histogram)
+    }
+}
+
+impl Spread {
+    pub fn of(samples: &[f64]) -> Spread {
+        if samples.is_empty() {
+            return Spread::default();
+        }
+        let n = samples.len() as f64;
+        let mean = samples.iter().sum::<f64>() / n;
+        let var = samples.iter().map(|x| (x - mean).powi(2)).sum::<f64>() / n;
+        let stdev = var.sqrt();
+        let within = samples
+            .iter()
+            .filter(|&&x| x >= mean - stdev && x <= mean + stdev)
+            .count() as f64
+            * 100.0
+            / n;
+        Spread {
+            mean,
+            stdev,
+            max: samples.iter().cloned().fold(0.0, f64::max),
+            within_stdev_pct: within,
+        }
+    }
+}
+
+pub fn encode_histogram(h: &Histogram<u64>) -> String {
+    let mut bytes = Vec::new();
+    V2DeflateSerializer::new()
+        .serialize(h, &mut bytes)
+        .expect("serialising into memory cannot fail");
+    base64::engine::general_purpose::STANDARD.encode(bytes)
+}
+
+pub fn decode_histogram(s: &str) -> anyhow::Result<Histogram<u64>> {
+    let bytes = base64::engine::general_purpose::STANDARD
+        .decode(s)
+        .context("histogram is not valid base64")?;
+    Deserializer::new()
+        .deserialize(&mut bytes.as_slice())
+        .map_err(|e| anyhow::anyhow!("histogram cannot be decoded: {e:?}"))
+}
+
+impl Run {
+    pub fn from_json(text: &str) -> anyhow::Result<Run> {
+        let v: serde_json::Value = serde_json::from_str(text).context("not JSON")?;
+        let version = v.get("schema_version").and_then(|x| x.as_u64());
+        if version != Some(SCHEMA_VERSION as u64) {
+            anyhow::bail!(
+                "unsupported schema_version {version:?}: this loadlens reads version {SCHEMA_VERSION}"
+            );
+        }
+        serde_json::from_value(v).context("not a loadlens Run")
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn histogram_round_trips() {
+        let mut h = crate::engine::stats::latency_histogram(std::time::Duration::from_secs(5));
+        for v in [1u64, 50, 700, 700, 12_000, 4_000_000] {
+            h.record(v).unwrap();
+        }
+        let s = LatencySummary::from_histogram(&h, false);
+        let back = s.decode().unwrap();
+        assert_eq!(back.len(), 6);
+        assert_eq!(back.value_at_quantile(0.5), h.value_at_quantile(0.5));
+        assert_eq!(back.max(), h.max());
+        assert_eq!(s.percentiles.last().unwrap().us, h.max());
+    }
+
+    #[test]
+    fn spread() {
+        let s = Spread::of(&[10.0, 10.0, 20.0, 20.0]);
+        assert_eq!((s.mean, s.stdev, s.max), (15.0, 5.0, 20.0));
+        assert_eq!(s.within_stdev_pct, 100.0);
+    }
+}

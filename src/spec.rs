@@ -1,0 +1,342 @@
+//! The spec: everything the user asked for, validated before any load is sent.
+//!
+//! A `Spec` is built from the command line (see `cli.rs`), checked here (flags that
+//! contradict each other, a URL that cannot work, a target that refuses connections),
+//! and recorded as-is in the Run artifact so a run can be repeated from its JSON.
+
+use std::net::{SocketAddr, TcpStream, ToSocketAddrs};
+use std::time::Duration;
+
+use serde::{Deserialize, Serialize};
+use thiserror::Error;
+
+/// What to load, how hard and for how long.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct Spec {
+    /// The URL requested, as given.
+    pub url: String,
+    /// Concurrent connections kept open (closed loop: one request in flight on each).
+    pub connections: u32,
+    /// Worker threads, each with its own event loop over its share of connections.
+    pub threads: u32,
+    /// Length of the load window; `None` when the run is bounded by `requests` only.
+    pub duration_s: Option<f64>,
+    /// Stop after this many request outcomes (responses plus failed requests).
+    pub requests: Option<u64>,
+    /// Requests per connection before it is closed and reopened; `None` = keep-alive for
+    /// as long as the server allows.
+    pub connreqs: Option<u32>,
+    /// HTTP method.
+    pub method: String,
+    /// Extra request headers, `Name: value`.
+    pub headers: Vec<String>,
+    /// Length of the request body in bytes (the body itself is not recorded).
+    pub body_bytes: usize,
+    /// Per-request (and per-connect) timeout in seconds; a request still unanswered after
+    /// it is counted as a timeout and its connection replaced.
+    pub timeout_s: f64,
+    /// TLS certificate verification is skipped (`--insecure`).
+    pub insecure: bool,
+}
+
+/// A URL broken into what the engine needs.
+#[derive(Debug, Clone)]
+pub struct Target {
+    pub tls: bool,
+    /// Host name as written in the URL (used for `Host:` and TLS SNI).
+    pub host: String,
+    pub port: u16,
+    /// Path and query, at least `/`.
+    pub path: String,
+    /// The addresses the host resolved to; the engine uses the first that accepts.
+    pub addrs: Vec<SocketAddr>,
+}
+
+/// Why a run cannot start. Each message says what was wrong and what to do.
+#[derive(Debug, Error)]
+pub enum SpecError {
+    #[error("invalid URL `{url}`: {reason} — expected e.g. http://127.0.0.1:8080/")]
+    Url { url: String, reason: String },
+    #[error("unsupported scheme `{0}` — loadlens speaks http:// and https://")]
+    Scheme(String),
+    #[error("cannot resolve host `{host}`: {reason}")]
+    Resolve { host: String, reason: String },
+    #[error("connection refused to {addr} — is the server running? check the URL's port ({port})")]
+    Refused { addr: SocketAddr, port: u16 },
+    #[error("cannot connect to {addr}: {reason}")]
+    Connect { addr: SocketAddr, reason: String },
+    #[error("{0}")]
+    Flags(String),
+}
+
+impl Spec {
+    /// Checks the flags against each other (no I/O).
+    pub fn check_flags(&self) -> Result<(), SpecError> {
+        let bad = |m: &str| Err(SpecError::Flags(m.to_string()));
+        if self.threads == 0 {
+            return bad("-t/--threads must be at least 1");
+        }
+        if self.connections == 0 {
+            return bad("-c/--connections must be at least 1");
+        }
+        if self.connections < self.threads {
+            return Err(SpecError::Flags(format!(
+                "-c/--connections ({}) must be at least -t/--threads ({}): each thread needs a connection",
+                self.connections, self.threads
+            )));
+        }
+        if self.duration_s.is_some_and(|d| d <= 0.0) {
+            return bad("-d/--duration must be greater than zero");
+        }
+        if self.requests == Some(0) {
+            return bad("-n/--requests must be at least 1");
+        }
+        if self.connreqs == Some(0) {
+            return bad("--connreqs must be at least 1 (1 = a new connection for every request)");
+        }
+        if self.timeout_s <= 0.0 {
+            return bad("--timeout must be greater than zero");
+        }
+        if self.method.is_empty() || !self.method.bytes().all(|b| b.is_ascii_alphabetic()) {
+            return Err(SpecError::Flags(format!(
+                "invalid method `{}`: expected e.g. GET, POST, HEAD",
+                self.method
+            )));
+        }
+        for h in &self.headers {
+            match h.split_once(':') {
+                Some((name, _)) if !name.trim().is_empty() && !name.contains(' ') => {}
+                _ => {
+                    return Err(SpecError::Flags(format!(
+                        "invalid header `{h}`: expected `Name: value`"
+                    )))
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// Parses and resolves the URL.
+    pub fn target(&self) -> Result<Target, SpecError> {
+        let url = url::Url::parse(&self.url).map_err(|e| SpecError::Url {
+            url: self.url.clone(),
+            reason: e.to_string(),
+        })?;
+        let tls = match url.scheme() {
+            "http" => false,
+            "https" => true,
+            other => return Err(SpecError::Scheme(other.to_string())),
+        };
+        let host = match url.host() {
+            Some(url::Host::Ipv6(a)) => a.to_string(),
+            Some(h) => h.to_string(),
+            None => {
+                return Err(SpecError::Url {
+                    url: self.url.clone(),
+                    reason: "no host".into(),
+                })
+            }
+        };
+        let port = url
+            .port_or_known_default()
+            .unwrap_or(if tls { 443 } else { 80 });
+        let mut path = url.path().to_string();
+        if let Some(q) = url.query() {
+            path.push('?');
+            path.push_str(q);
+        }
+        let addrs: Vec<SocketAddr> = (host.as_str(), port)
+            .to_socket_addrs()
+            .map_err(|e| SpecError::Resolve {
+                host: host.clone(),
+                reason: e.to_string(),
+            })?
+            .collect();
+        if addrs.is_empty() {
+            return Err(SpecError::Resolve {
+                host,
+                reason: "no addresses".into(),
+            });
+        }
+        Ok(Target {
+            tls,
+            host,
+            port,
+            path,
+            addrs,
+        })
+    }
+
+    /// The request timeout as a `Duration`.
+    pub fn timeout(&self) -> Duration {
+        Duration::from_secs_f64(self.timeout_s)
+    }
+}
+
+impl Target {
+    /// Connects once (blocking, bounded by `timeout`) so a wrong port fails before any
+    /// load with a useful message. Returns the first address that accepted.
+    pub fn probe(&self, timeout: Duration) -> Result<SocketAddr, SpecError> {
+        let mut last = None;
+        for addr in &self.addrs {
+            match TcpStream::connect_timeout(addr, timeout) {
+                Ok(_) => return Ok(*addr),
+                Err(e) => last = Some((*addr, e)),
+            }
+        }
+        let (addr, e) = last.expect("at least one address");
+        Err(match e.kind() {
+            std::io::ErrorKind::ConnectionRefused => SpecError::Refused {
+                addr,
+                port: self.port,
+            },
+            _ => SpecError::Connect {
+                addr,
+                reason: e.to_string(),
+            },
+        })
+    }
+
+    /// The `Host:` header value: the port only when it is not the scheme's default.
+    fn host_header(&self) -> String {
+        let host = if self.host.contains(':') {
+            format!("[{}]", self.host)
+        } else {
+            self.host.clone()
+        };
+        let default = if self.tls { 443 } else { 80 };
+        if self.port == default {
+            host
+        } else {
+            format!("{host}:{}", self.port)
+        }
+    }
+}
+
+/// The request bytes, built once before the run.
+#[derive(Debug, Clone)]
+pub struct RequestBytes {
+    /// The request as sent on a connection that stays open.
+    pub keep: Vec<u8>,
+    /// The same request with `Connection: close`, sent as the last request of a
+    /// connection under `--connreqs`, so the server closes first (as it would for ab or
+    /// a browser told to) and the TIME_WAIT state stays on the server, not on the client's
+    /// ephemeral ports.
+    pub last: Vec<u8>,
+    /// Whether responses have no body (HEAD).
+    pub head: bool,
+}
+
+impl RequestBytes {
+    pub fn build(spec: &Spec, target: &Target, body: &[u8]) -> RequestBytes {
+        let build = |close: bool| {
+            let mut head = format!("{} {} HTTP/1.1\r\n", spec.method, target.path);
+            let user_has = |name: &str| {
+                spec.headers.iter().any(|h| {
+                    h.split_once(':')
+                        .is_some_and(|(n, _)| n.trim().eq_ignore_ascii_case(name))
+                })
+            };
+            if !user_has("host") {
+                head.push_str(&format!("Host: {}\r\n", target.host_header()));
+            }
+            for h in &spec.headers {
+                let (n, v) = h.split_once(':').expect("checked in check_flags");
+                head.push_str(&format!("{}: {}\r\n", n.trim(), v.trim()));
+            }
+            if !body.is_empty() && !user_has("content-length") {
+                head.push_str(&format!("Content-Length: {}\r\n", body.len()));
+            }
+            if close && !user_has("connection") {
+                head.push_str("Connection: close\r\n");
+            }
+            head.push_str("\r\n");
+            let mut bytes = head.into_bytes();
+            bytes.extend_from_slice(body);
+            bytes
+        };
+        RequestBytes {
+            keep: build(false),
+            last: build(true),
+            head: spec.method.eq_ignore_ascii_case("HEAD"),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    pub(crate) fn spec(url: &str) -> Spec {
+        Spec {
+            url: url.into(),
+            connections: 10,
+            threads: 2,
+            duration_s: Some(1.0),
+            requests: None,
+            connreqs: None,
+            method: "GET".into(),
+            headers: vec![],
+            body_bytes: 0,
+            timeout_s: 2.0,
+            insecure: false,
+        }
+    }
+
+    #[test]
+    fn flag_errors() {
+        let mut s = spec("http://127.0.0.1/");
+        s.connections = 1;
+        assert!(s
+            .check_flags()
+            .unwrap_err()
+            .to_string()
+            .contains("-c/--connections (1)"));
+        let mut s = spec("http://127.0.0.1/");
+        s.connreqs = Some(0);
+        assert!(s
+            .check_flags()
+            .unwrap_err()
+            .to_string()
+            .contains("--connreqs"));
+        let mut s = spec("http://127.0.0.1/");
+        s.duration_s = Some(0.0);
+        assert!(s.check_flags().is_err());
+        let mut s = spec("http://127.0.0.1/");
+        s.headers = vec!["NoColon".into()];
+        assert!(s.check_flags().is_err());
+    }
+
+    #[test]
+    fn url_errors() {
+        assert!(matches!(
+            spec("ftp://x/").target(),
+            Err(SpecError::Scheme(_))
+        ));
+        assert!(matches!(
+            spec("http//x").target(),
+            Err(SpecError::Url { .. })
+        ));
+        let t = spec("http://127.0.0.1:8080/a?b=1").target().unwrap();
+        assert_eq!((t.port, t.path.as_str(), t.tls), (8080, "/a?b=1", false));
+        let t = spec("https://[::1]/").target().unwrap();
+        assert_eq!((t.port, t.host.as_str(), t.tls), (443, "::1", true));
+    }
+
+    #[test]
+    fn request_bytes() {
+        let mut s = spec("http://127.0.0.1:8080/x");
+        s.method = "POST".into();
+        s.headers = vec!["X-A: 1".into()];
+        let t = s.target().unwrap();
+        let r = RequestBytes::build(&s, &t, b"hi");
+        assert_eq!(
+            r.keep,
+            b"POST /x HTTP/1.1\r\nHost: 127.0.0.1:8080\r\nX-A: 1\r\nContent-Length: 2\r\n\r\nhi"
+        );
+        assert!(String::from_utf8_lossy(&r.last).contains("Connection: close\r\n\r\nhi"));
+        let t = spec("http://[::1]/").target().unwrap();
+        let r = RequestBytes::build(&spec("http://[::1]/"), &t, b"");
+        assert!(String::from_utf8_lossy(&r.keep).contains("Host: [::1]\r\n"));
+    }
+}
