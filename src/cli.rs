@@ -156,6 +156,7 @@ fn cmd_run(a: RunArgs) -> anyhow::Result<ExitCode> {
     };
     spec.check_flags()?;
     let target = spec.target()?;
+    let addr = target.probe(spec.timeout())?;
     // Fail before the load, not after it, when the output cannot be written.
     if let Some(path) = a.json.as_deref().filter(|p| *p != "-") {
         std::fs::OpenOptions::new()
@@ -165,7 +166,6 @@ fn cmd_run(a: RunArgs) -> anyhow::Result<ExitCode> {
             .open(path)
             .with_context(|| format!("cannot write the JSON output {path}"))?;
     }
-    let addr = target.probe(spec.timeout())?;
 
     let stop = Arc::new(AtomicBool::new(false));
     // First Ctrl-C ends the run early and still reports; a second one kills.

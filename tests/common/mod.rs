@@ -1,0 +1,231 @@
+//! Test support: a real nginx (from Debian) on a free loopback port with a generated
+//! config and an access log the tests read back; the loadlens binary run with JSON out.
+#![allow(dead_code)]
+
+use std::collections::HashMap;
+use std::net::{SocketAddr, TcpListener, TcpStream};
+use std::os::unix::process::CommandExt;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use serde_json::Value;
+
+/// The access-log format the tests parse: status, bytes sent (headers + body),
+/// connection serial number, requests served on that connection so far.
+const LOG_FORMAT: &str = "$status $bytes_sent $connection $connection_requests";
+
+/// A running nginx, stopped (with its workers) when dropped.
+pub struct Nginx {
+    child: Child,
+    pub dir: tempfile::TempDir,
+    pub port: u16,
+}
+
+/// One access-log line.
+#[derive(Debug, Clone, Copy)]
+pub struct LogLine {
+    pub status: u16,
+    pub bytes_sent: u64,
+    pub connection: u64,
+    pub connection_requests: u64,
+}
+
+fn free_port() -> u16 {
+    TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port()
+}
+
+impl Nginx {
+    /// Starts nginx with `server_extra` inside the `server {}` block and `http_extra` in
+    /// `http {}`. The docroot holds `1k.txt` (1024 bytes of text) and `91k.bin`.
+    pub fn start(http_extra: &str, server_extra: &str) -> Nginx {
+        Self::start_with_listen(http_extra, server_extra, "")
+    }
+
+    pub fn start_with_listen(http_extra: &str, server_extra: &str, listen_extra: &str) -> Nginx {
+        let dir = tempfile::Builder::new()
+            .prefix("loadlens-test-nginx")
+            .tempdir()
+            .unwrap();
+        let root = dir.path();
+        // Workers run as `nobody` when the master is root: the docroot must be readable.
+        set_mode(root, 0o755);
+        std::fs::create_dir(root.join("html")).unwrap();
+        set_mode(&root.join("html"), 0o755);
+        std::fs::create_dir(root.join("tmp")).unwrap();
+        let text: String = (0..1024).map(|i| (b'a' + (i % 26) as u8) as char).collect();
+        std::fs::write(root.join("html/1k.txt"), text).unwrap();
+        let big: Vec<u8> = (0..93_184u32).map(|i| (i * 7 % 251) as u8).collect();
+        std::fs::write(root.join("html/91k.bin"), big).unwrap();
+        for f in ["html/1k.txt", "html/91k.bin"] {
+            set_mode(&root.join(f), 0o644);
+        }
+        for attempt in 0..5 {
+            let port = free_port();
+            let conf = format!(
+                r#"worker_processes 1;
+pid {root}/nginx.pid;
+error_log {root}/error.log info;
+events {{ worker_connections 4096; }}
+http {{
+    log_format t '{LOG_FORMAT}';
+    access_log {root}/access.log t;
+    keepalive_requests 1000000;
+    client_body_temp_path {root}/tmp;
+    proxy_temp_path {root}/tmp;
+    fastcgi_temp_path {root}/tmp;
+    uwsgi_temp_path {root}/tmp;
+    scgi_temp_path {root}/tmp;
+    types {{ text/plain txt; application/octet-stream bin; }}
+    {http_extra}
+    server {{
+        listen 127.0.0.1:{port} {listen_extra};
+        root {root}/html;
+        {server_extra}
+    }}
+}}
+"#,
+                root = root.display()
+            );
+            let conf_path = root.join("nginx.conf");
+            std::fs::write(&conf_path, conf).unwrap();
+            let mut cmd = Command::new("nginx");
+            cmd.arg("-p")
+                .arg(root)
+                .arg("-e")
+                .arg(root.join("error.log"))
+                .arg("-c")
+                .arg(&conf_path)
+                .arg("-g")
+                .arg("daemon off;")
+                .stdout(Stdio::null())
+                .stderr(Stdio::piped());
+            // If the test process dies, the master gets SIGTERM and takes its workers down.
+            unsafe {
+                cmd.pre_exec(|| {
+                    libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGTERM);
+                    Ok(())
+                });
+            }
+            let mut child = cmd
+                .spawn()
+                .expect("nginx must be installed (make test does it)");
+            let addr: SocketAddr = format!("127.0.0.1:{port}").parse().unwrap();
+            let t0 = Instant::now();
+            while t0.elapsed() < Duration::from_secs(5) {
+                if let Ok(Some(_)) = child.try_wait() {
+                    break;
+                }
+                if TcpStream::connect(addr).is_ok() {
+                    return Nginx { child, dir, port };
+                }
+                std::thread::sleep(Duration::from_millis(20));
+            }
+            let _ = child.kill();
+            let out = child.wait_with_output().unwrap();
+            let err = String::from_utf8_lossy(&out.stderr).to_string()
+                + &std::fs::read_to_string(root.join("error.log")).unwrap_or_default();
+            if attempt == 4 || !err.contains("Address already in use") {
+                panic!("nginx did not start:\n{err}");
+            }
+        }
+        unreachable!()
+    }
+
+    pub fn url(&self, path: &str) -> String {
+        format!("http://127.0.0.1:{}{path}", self.port)
+    }
+
+    pub fn root(&self) -> &Path {
+        self.dir.path()
+    }
+
+    /// The access log, once nginx has written every line (lines are written when a
+    /// request finishes; give the worker a moment after the client is done).
+    pub fn log(&self) -> Vec<LogLine> {
+        std::thread::sleep(Duration::from_millis(200));
+        let text = std::fs::read_to_string(self.root().join("access.log")).unwrap_or_default();
+        text.lines()
+            .map(|l| {
+                let f: Vec<u64> = l.split(' ').map(|x| x.parse().unwrap()).collect();
+                LogLine {
+                    status: f[0] as u16,
+                    bytes_sent: f[1],
+                    connection: f[2],
+                    connection_requests: f[3],
+                }
+            })
+            .collect()
+    }
+}
+
+impl Drop for Nginx {
+    fn drop(&mut self) {
+        // SIGTERM: fast shutdown of master and workers.
+        unsafe {
+            libc::kill(self.child.id() as i32, libc::SIGTERM);
+        }
+        let t0 = Instant::now();
+        while t0.elapsed() < Duration::from_secs(5) {
+            if let Ok(Some(_)) = self.child.try_wait() {
+                return;
+            }
+            std::thread::sleep(Duration::from_millis(10));
+        }
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+fn set_mode(p: &Path, mode: u32) {
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::set_permissions(p, std::fs::Permissions::from_mode(mode)).unwrap();
+}
+
+/// The loadlens binary under test.
+pub fn loadlens() -> Command {
+    Command::new(env!("CARGO_BIN_EXE_loadlens"))
+}
+
+/// Runs `loadlens run ARGS --json FILE` and returns the Run as JSON.
+pub fn run_json(args: &[&str]) -> Value {
+    let dir = tempfile::tempdir().unwrap();
+    let out_path: PathBuf = dir.path().join("run.json");
+    let out = loadlens()
+        .arg("run")
+        .args(args)
+        .arg("--json")
+        .arg(&out_path)
+        .arg("-q")
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "loadlens failed: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    serde_json::from_str(&std::fs::read_to_string(&out_path).unwrap()).unwrap()
+}
+
+pub fn u(v: &Value, path: &str) -> u64 {
+    let mut cur = v;
+    for k in path.split('.') {
+        cur = &cur[k];
+    }
+    cur.as_u64()
+        .unwrap_or_else(|| panic!("{path} is not a number: {cur}"))
+}
+
+/// Status code → count from a Run.
+pub fn status_codes(run: &Value) -> HashMap<u16, u64> {
+    run["results"]["status_codes"]
+        .as_object()
+        .unwrap()
+        .iter()
+        .map(|(k, v)| (k.parse().unwrap(), v.as_u64().unwrap()))
+        .collect()
+}

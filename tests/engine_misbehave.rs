@@ -1,0 +1,168 @@
+//! A small misbehaving server: malformed responses, truncated bodies, closes mid-way,
+//! silence. The run must count each as the right error class, never crash or hang.
+
+mod common;
+
+use std::io::{Read, Write};
+use std::net::{TcpListener, TcpStream};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use common::{run_json, u};
+
+/// Serves every request on every connection with `respond` until dropped.
+struct BadServer {
+    port: u16,
+    stop: Arc<AtomicBool>,
+}
+
+impl BadServer {
+    fn start(respond: fn(&mut TcpStream) -> bool) -> BadServer {
+        let l = TcpListener::bind("127.0.0.1:0").unwrap();
+        let port = l.local_addr().unwrap().port();
+        let stop = Arc::new(AtomicBool::new(false));
+        let s2 = stop.clone();
+        l.set_nonblocking(true).unwrap();
+        std::thread::spawn(move || {
+            while !s2.load(Ordering::Relaxed) {
+                match l.accept() {
+                    Ok((mut c, _)) => {
+                        c.set_nonblocking(false).unwrap();
+                        c.set_read_timeout(Some(Duration::from_secs(3))).unwrap();
+                        let s3 = s2.clone();
+                        std::thread::spawn(move || {
+                            let mut buf = [0u8; 4096];
+                            // One request per read is enough for these tests (closed loop).
+                            while !s3.load(Ordering::Relaxed) {
+                                match c.read(&mut buf) {
+                                    Ok(0) | Err(_) => return,
+                                    Ok(_) => {
+                                        if !respond(&mut c) {
+                                            return;
+                                        }
+                                    }
+                                }
+                            }
+                        });
+                    }
+                    Err(_) => std::thread::sleep(Duration::from_millis(5)),
+                }
+            }
+        });
+        BadServer { port, stop }
+    }
+    fn url(&self) -> String {
+        format!("http://127.0.0.1:{}/", self.port)
+    }
+}
+
+impl Drop for BadServer {
+    fn drop(&mut self) {
+        self.stop.store(true, Ordering::Relaxed);
+    }
+}
+
+#[test]
+fn malformed_status_line_is_a_parse_error() {
+    let s = BadServer::start(|c| {
+        let _ = c.write_all(b"HTTP/1.1 2x0 OK\r\nContent-Length: 0\r\n\r\n");
+        true
+    });
+    let run = run_json(&["-n", "50", "-c", "2", "-t", "1", &s.url()]);
+    assert_eq!(u(&run, "results.responses"), 0);
+    assert_eq!(u(&run, "results.errors.parse"), 50);
+}
+
+#[test]
+fn truncated_body_is_a_parse_error() {
+    let s = BadServer::start(|c| {
+        let _ = c.write_all(b"HTTP/1.1 200 OK\r\nContent-Length: 100\r\n\r\nonly fifty bytes ........................");
+        false // close with the body unfinished
+    });
+    let run = run_json(&["-n", "40", "-c", "2", "-t", "1", &s.url()]);
+    assert_eq!(u(&run, "results.responses"), 0);
+    assert_eq!(u(&run, "results.errors.parse"), 40);
+}
+
+#[test]
+fn close_mid_head_is_a_parse_error_and_close_before_response_a_read_error() {
+    let s = BadServer::start(|c| {
+        let _ = c.write_all(b"HTTP/1.1 200 OK\r\nContent-Le");
+        false
+    });
+    let run = run_json(&["-n", "30", "-c", "2", "-t", "1", &s.url()]);
+    assert_eq!(u(&run, "results.errors.parse"), 30);
+
+    let s = BadServer::start(|_| false);
+    let run = run_json(&["-n", "30", "-c", "2", "-t", "1", &s.url()]);
+    assert_eq!(u(&run, "results.responses"), 0);
+    assert_eq!(u(&run, "results.errors.read"), 30);
+}
+
+#[test]
+fn silent_server_times_out_and_the_run_ends_on_time() {
+    let s = BadServer::start(|c| {
+        // Never answer; hold the connection until the client gives up.
+        let mut b = [0u8; 1];
+        let _ = c.read(&mut b);
+        false
+    });
+    let t0 = Instant::now();
+    let run = run_json(&[
+        "-d",
+        "1s",
+        "--timeout",
+        "300ms",
+        "-c",
+        "4",
+        "-t",
+        "2",
+        &s.url(),
+    ]);
+    let took = t0.elapsed();
+    assert!(took < Duration::from_secs(3), "run took {took:?}");
+    assert_eq!(u(&run, "results.responses"), 0);
+    // 4 connections × (1 s / 300 ms) ≈ 12 timeouts.
+    let timeouts = u(&run, "results.errors.timeout");
+    assert!((8..=16).contains(&timeouts), "{timeouts} timeouts");
+
+    // With -n, each timed-out request counts toward N, so the run ends too.
+    let run = run_json(&[
+        "-n",
+        "6",
+        "--timeout",
+        "200ms",
+        "-c",
+        "3",
+        "-t",
+        "1",
+        &s.url(),
+    ]);
+    assert_eq!(u(&run, "results.errors.timeout"), 6);
+}
+
+#[test]
+fn server_close_after_each_response_is_not_an_error() {
+    // HTTP/1.0 close-delimited body, then the server closes.
+    let s = BadServer::start(|c| {
+        let _ = c.write_all(b"HTTP/1.0 200 OK\r\nServer: old\r\n\r\nbody until close");
+        false
+    });
+    let run = run_json(&["-n", "100", "-c", "4", "-t", "2", &s.url()]);
+    assert_eq!(u(&run, "results.responses"), 100);
+    assert_eq!(
+        u(&run, "results.errors.read") + u(&run, "results.errors.parse"),
+        0
+    );
+    assert_eq!(u(&run, "results.connections_opened"), 100);
+
+    // `Connection: close` on an HTTP/1.1 response with a length.
+    let s = BadServer::start(|c| {
+        let _ = c.write_all(b"HTTP/1.1 200 OK\r\nContent-Length: 2\r\nConnection: close\r\n\r\nok");
+        false
+    });
+    let run = run_json(&["-n", "100", "-c", "4", "-t", "2", &s.url()]);
+    assert_eq!(u(&run, "results.responses"), 100);
+    assert_eq!(run["results"]["errors"]["read"], 0);
+}

@@ -1,0 +1,254 @@
+//! Exactness against real nginx: every response loadlens counts is one nginx logged,
+//! every byte it counts is one nginx sent, and connections are reused as asked.
+
+mod common;
+
+use std::collections::{HashMap, HashSet};
+use std::io::{Read, Write};
+
+use common::{run_json, status_codes, u, Nginx};
+
+#[test]
+fn keep_alive_counts_and_bytes_match_the_access_log() {
+    let ng = Nginx::start("", "");
+    let run = run_json(&["-n", "3000", "-c", "12", "-t", "2", &ng.url("/1k.txt")]);
+    let log = ng.log();
+    assert_eq!(u(&run, "results.responses"), 3000);
+    assert_eq!(log.len(), 3000, "nginx logged every request, no more");
+    assert_eq!(
+        u(&run, "results.bytes_read"),
+        log.iter().map(|l| l.bytes_sent).sum::<u64>()
+    );
+    assert_eq!(status_codes(&run).get(&200), Some(&3000));
+    assert_eq!(
+        run["results"]["errors"],
+        serde_json::json!({"connect":0,"read":0,"write":0,"timeout":0,"parse":0})
+    );
+    // Keep-alive: at most one connection per configured connection.
+    let conns: HashSet<u64> = log.iter().map(|l| l.connection).collect();
+    assert_eq!(conns.len() as u64, u(&run, "results.connections_opened"));
+    assert!(conns.len() <= 12, "{} connections for -c 12", conns.len());
+}
+
+#[test]
+fn connreqs_1_opens_one_connection_per_request() {
+    let ng = Nginx::start("", "");
+    let run = run_json(&[
+        "-n",
+        "600",
+        "-c",
+        "10",
+        "-t",
+        "2",
+        "--connreqs",
+        "1",
+        &ng.url("/1k.txt"),
+    ]);
+    let log = ng.log();
+    assert_eq!(u(&run, "results.responses"), 600);
+    assert_eq!(log.len(), 600);
+    let conns: HashSet<u64> = log.iter().map(|l| l.connection).collect();
+    assert_eq!(conns.len(), 600, "each request on its own TCP connection");
+    assert_eq!(u(&run, "results.connections_opened"), 600);
+    assert!(log.iter().all(|l| l.connection_requests == 1));
+}
+
+#[test]
+fn connreqs_4_opens_a_quarter() {
+    let ng = Nginx::start("", "");
+    let c = 8u64;
+    let run = run_json(&[
+        "-n",
+        "800",
+        "-c",
+        "8",
+        "-t",
+        "2",
+        "--connreqs",
+        "4",
+        &ng.url("/1k.txt"),
+    ]);
+    let log = ng.log();
+    assert_eq!(u(&run, "results.responses"), 800);
+    assert_eq!(log.len(), 800);
+    let mut per_conn: HashMap<u64, u64> = HashMap::new();
+    for l in &log {
+        *per_conn.entry(l.connection).or_default() += 1;
+    }
+    let n = per_conn.len() as u64;
+    assert_eq!(n, u(&run, "results.connections_opened"));
+    // 800 / 4 = 200 connections; when the budget runs out, each of the c connections
+    // may be cut short once, so at most c more.
+    assert!((200..200 + c).contains(&n), "{n} connections");
+    assert!(per_conn.values().all(|&k| k <= 4));
+    let full = per_conn.values().filter(|&&k| k == 4).count() as u64;
+    assert!(full >= 200 - c, "{full} connections served all 4 requests");
+}
+
+#[test]
+fn status_codes_match_including_404s() {
+    // About a third of requests get a 404, chosen at random per request.
+    let ng = Nginx::start(
+        r#"split_clients "${request_id}" $missing { 33% yes; * no; }"#,
+        r#"location / { if ($missing = yes) { return 404; } }"#,
+    );
+    let run = run_json(&["-n", "1500", "-c", "6", "-t", "2", &ng.url("/1k.txt")]);
+    let log = ng.log();
+    let logged_404 = log.iter().filter(|l| l.status == 404).count() as u64;
+    let logged_200 = log.iter().filter(|l| l.status == 200).count() as u64;
+    assert!(logged_404 > 100 && logged_200 > 100, "{logged_404} 404s");
+    let codes = status_codes(&run);
+    assert_eq!(codes.get(&404).copied().unwrap_or(0), logged_404);
+    assert_eq!(codes.get(&200).copied().unwrap_or(0), logged_200);
+    assert_eq!(u(&run, "results.non_2xx_3xx"), logged_404);
+    assert_eq!(
+        u(&run, "results.bytes_read"),
+        log.iter().map(|l| l.bytes_sent).sum::<u64>()
+    );
+}
+
+#[test]
+fn chunked_gzip_responses_are_framed() {
+    let ng = Nginx::start("gzip on; gzip_min_length 0; gzip_types text/plain;", "");
+    // Check nginx really chunks this response, or the test proves nothing.
+    let mut s = std::net::TcpStream::connect(("127.0.0.1", ng.port)).unwrap();
+    s.write_all(
+        b"GET /1k.txt HTTP/1.1\r\nHost: x\r\nAccept-Encoding: gzip\r\nConnection: close\r\n\r\n",
+    )
+    .unwrap();
+    let mut raw = Vec::new();
+    s.read_to_end(&mut raw).unwrap();
+    let resp = String::from_utf8_lossy(&raw);
+    assert!(
+        resp.to_ascii_lowercase()
+            .contains("transfer-encoding: chunked"),
+        "{resp}"
+    );
+
+    let run = run_json(&[
+        "-n",
+        "2000",
+        "-c",
+        "8",
+        "-t",
+        "2",
+        "-H",
+        "Accept-Encoding: gzip",
+        &ng.url("/1k.txt"),
+    ]);
+    let log = ng.log();
+    assert_eq!(u(&run, "results.responses"), 2000);
+    assert_eq!(log.len(), 2001, "2000 from loadlens + the check above");
+    assert_eq!(u(&run, "results.errors.parse"), 0);
+    let sent: u64 = log.iter().skip(1).map(|l| l.bytes_sent).sum();
+    assert_eq!(u(&run, "results.bytes_read"), sent);
+}
+
+#[test]
+fn large_bodies_and_head_requests() {
+    let ng = Nginx::start("", "");
+    let run = run_json(&["-n", "300", "-c", "4", "-t", "1", &ng.url("/91k.bin")]);
+    let log = ng.log();
+    assert_eq!(u(&run, "results.responses"), 300);
+    assert_eq!(
+        u(&run, "results.bytes_read"),
+        log.iter().map(|l| l.bytes_sent).sum::<u64>()
+    );
+    assert!(u(&run, "results.bytes_read") > 300 * 93_184);
+
+    let run = run_json(&[
+        "-n",
+        "200",
+        "-c",
+        "4",
+        "-t",
+        "1",
+        "-m",
+        "HEAD",
+        &ng.url("/91k.bin"),
+    ]);
+    assert_eq!(u(&run, "results.responses"), 200);
+    assert_eq!(u(&run, "results.errors.timeout"), 0);
+    assert!(
+        u(&run, "results.bytes_read") < 200 * 1000,
+        "HEAD responses carry no body"
+    );
+}
+
+#[test]
+fn duration_run_counts_at_most_what_nginx_served() {
+    let ng = Nginx::start("", "");
+    let run = run_json(&["-d", "1s", "-c", "8", "-t", "2", &ng.url("/1k.txt")]);
+    let log = ng.log();
+    let got = u(&run, "results.responses");
+    assert!(got > 100);
+    // Requests in flight at the deadline are served by nginx but not counted.
+    assert!(
+        log.len() as u64 >= got && log.len() as u64 <= got + 8,
+        "{} vs {got}",
+        log.len()
+    );
+    let d = run["results"]["duration_s"].as_f64().unwrap();
+    assert!((0.95..1.2).contains(&d), "window {d}s");
+    let timeline = run["results"]["timeline"].as_array().unwrap();
+    let in_timeline: u64 = timeline
+        .iter()
+        .map(|s| s["responses"].as_u64().unwrap())
+        .sum();
+    assert_eq!(in_timeline, got, "the timeline accounts for every response");
+}
+
+#[test]
+fn server_connection_close_is_honoured() {
+    // keepalive_requests 3: nginx sends `Connection: close` on every third response.
+    let ng = Nginx::start("", "keepalive_requests 3;");
+    let run = run_json(&["-n", "300", "-c", "3", "-t", "1", &ng.url("/1k.txt")]);
+    assert_eq!(u(&run, "results.responses"), 300);
+    assert_eq!(run["results"]["errors"]["read"], 0);
+    assert!(u(&run, "results.connections_opened") >= 100);
+}
+
+#[test]
+fn https_with_insecure() {
+    let ng_dir = tempfile::tempdir().unwrap();
+    let (crt, key) = (ng_dir.path().join("c.pem"), ng_dir.path().join("k.pem"));
+    let st = std::process::Command::new("openssl")
+        .args([
+            "req",
+            "-x509",
+            "-newkey",
+            "rsa:2048",
+            "-nodes",
+            "-days",
+            "2",
+            "-subj",
+            "/CN=localhost",
+        ])
+        .arg("-keyout")
+        .arg(&key)
+        .arg("-out")
+        .arg(&crt)
+        .stderr(std::process::Stdio::null())
+        .status()
+        .unwrap();
+    assert!(st.success());
+    let ng = Nginx::start_with_listen(
+        "",
+        &format!(
+            "ssl_certificate {}; ssl_certificate_key {};",
+            crt.display(),
+            key.display()
+        ),
+        "ssl",
+    );
+    let url = format!("https://localhost:{}/1k.txt", ng.port);
+    let run = run_json(&["-n", "500", "-c", "4", "-t", "2", "--insecure", &url]);
+    assert_eq!(u(&run, "results.responses"), 500);
+    assert_eq!(ng.log().len(), 500);
+    assert!(u(&run, "results.connect_time.count") >= 4);
+    // Without --insecure the self-signed certificate is refused: connect errors, no
+    // responses.
+    let run = run_json(&["-d", "0.5s", "-c", "2", "-t", "1", &url]);
+    assert_eq!(u(&run, "results.responses"), 0);
+    assert!(u(&run, "results.errors.connect") > 0);
+}
