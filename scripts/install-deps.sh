@@ -1,0 +1,37 @@
+#!/usr/bin/env bash
+# Installs the Debian packages loadlens's tests, demo and benchmarks use, when missing.
+# Usage: scripts/install-deps.sh [test|demo|bench]
+set -euo pipefail
+what=${1:-test}
+
+need=()
+want() { command -v "$1" >/dev/null 2>&1 || need+=("$2"); }
+want nginx nginx-light
+want openssl openssl
+want ip iproute2
+want taskset util-linux
+if [ "$what" = bench ]; then
+  want wrk wrk
+  want ab apache2-utils
+  want h2load nghttp2-client
+fi
+
+if [ ${#need[@]} -gt 0 ]; then
+  if [ "$(id -u)" != 0 ]; then
+    echo "error: missing ${need[*]}: run 'sudo apt-get install ${need[*]}' (or run this as root)" >&2
+    exit 2
+  fi
+  echo "installing: ${need[*]}" >&2
+  apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends "${need[@]}" >/dev/null
+  # Debian starts the packaged nginx on port 80; loadlens's tests start their own.
+  if command -v systemctl >/dev/null 2>&1; then systemctl disable --now nginx >/dev/null 2>&1 || true; fi
+fi
+
+if ! command -v cargo >/dev/null 2>&1; then
+  for d in "$HOME/.cargo/bin" /usr/local/cargo/bin; do
+    [ -x "$d/cargo" ] && { echo "note: cargo is in $d; add it to PATH" >&2; exit 0; }
+  done
+  echo "error: cargo (Rust, stable) is required: install it with rustup" >&2
+  exit 2
+fi
