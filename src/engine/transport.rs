@@ -15,6 +15,12 @@ use rustls::pki_types::ServerName;
 pub trait Transport: Sized {
     /// Per-run shared state (TLS configuration).
     type Config: Clone + Send + 'static;
+    /// A read that returned less than asked proves the socket had nothing more, so the
+    /// loop may wait for the next readiness event instead of reading again to see
+    /// `WouldBlock` (one syscall saved per response). True of a TCP socket: Linux queues
+    /// a new epoll event for every segment that arrives after the read. Not of TLS, where
+    /// rustls may hold decrypted bytes the socket no longer has.
+    const SHORT_READ_DRAINS: bool;
 
     /// Starts a non-blocking connect.
     fn connect(addr: SocketAddr, config: &Self::Config) -> io::Result<Self>;
@@ -59,6 +65,7 @@ pub struct Plain {
 
 impl Transport for Plain {
     type Config = ();
+    const SHORT_READ_DRAINS: bool = true;
 
     fn connect(addr: SocketAddr, _: &()) -> io::Result<Self> {
         Ok(Plain {
@@ -140,6 +147,7 @@ impl Tls {
 
 impl Transport for Tls {
     type Config = TlsConfig;
+    const SHORT_READ_DRAINS: bool = false;
 
     fn connect(addr: SocketAddr, config: &TlsConfig) -> io::Result<Self> {
         let tls = rustls::ClientConnection::new(config.client.clone(), config.server_name.clone())

@@ -94,6 +94,10 @@ struct Conn<T> {
     sent: u32,
     /// A claimed budget unit not yet spent on a request.
     permit: bool,
+    /// The last read left the socket empty (see `Transport::SHORT_READ_DRAINS`).
+    drained: bool,
+    /// The poller reported the peer's FIN or an error on this socket.
+    hup: bool,
     /// When the current phase began: connect start, request start, or retry time.
     since: Instant,
 }
@@ -142,6 +146,8 @@ impl<T: Transport> Worker<T> {
                 last: false,
                 sent: 0,
                 permit: false,
+                drained: true,
+                hup: false,
                 since: self.start,
             })
             .collect();
@@ -175,6 +181,12 @@ impl<T: Transport> Worker<T> {
             for ev in events.iter() {
                 let i = ev.token().0;
                 let c = &mut conns[i];
+                // A FIN or error already reported with this event will not be reported
+                // again: read until the socket says so.
+                if ev.is_read_closed() || ev.is_error() {
+                    c.hup = true;
+                    c.drained = false;
+                }
                 lp.drive(c, i, Instant::now());
             }
             let now = Instant::now();
@@ -209,6 +221,8 @@ impl<T: Transport> Loop<'_, T> {
         c.parser.reset();
         c.pending = 0;
         c.sent = 0;
+        c.drained = true;
+        c.hup = false;
         if !c.permit {
             if !self.w.budget.claim() {
                 self.finish(c);
@@ -327,13 +341,21 @@ impl<T: Transport> Loop<'_, T> {
                         }
                     } else {
                         match t.flush() {
-                            Ok(true) => c.phase = Phase::Reading,
+                            Ok(true) => {
+                                c.phase = Phase::Reading;
+                                // Nothing can be waiting yet: the response to this
+                                // request will arrive as a new event.
+                                if T::SHORT_READ_DRAINS && c.drained {
+                                    return Next::Wait;
+                                }
+                            }
                             Ok(false) => return Next::Wait,
                             Err(_) => return self.request_failed(ErrorKind::Write),
                         }
                     }
                 }
                 Phase::Reading => {
+                    let space = c.buf.len() - c.pending;
                     let n = match t.read(&mut c.buf[c.pending..]) {
                         Ok(n) => n,
                         Err(e) if e.kind() == io::ErrorKind::WouldBlock => return Next::Wait,
@@ -345,6 +367,7 @@ impl<T: Transport> Loop<'_, T> {
                     if n == 0 {
                         return self.on_eof(c, now);
                     }
+                    c.drained = n < space && !c.hup;
                     let end = c.pending + n;
                     match c.parser.feed(&c.buf[..end]) {
                         Err(_) => return self.request_failed(ErrorKind::Parse),
@@ -369,6 +392,9 @@ impl<T: Transport> Loop<'_, T> {
                                     }
                                     c.buf.copy_within(fed.consumed..end, 0);
                                     c.pending = left;
+                                    if T::SHORT_READ_DRAINS && c.drained {
+                                        return Next::Wait;
+                                    }
                                 }
                             }
                         }
