@@ -16,6 +16,8 @@ use crate::report;
 use crate::run::{Run, SCHEMA_VERSION};
 use crate::spec::Spec;
 use crate::units::{parse_count, parse_duration};
+use crate::watch::discover::Hints;
+use crate::watch::{Watch, WatchSpec};
 
 #[derive(Parser, Debug)]
 #[command(
@@ -32,7 +34,7 @@ struct Cli {
 #[derive(Subcommand, Debug)]
 enum Command {
     /// Load-test a URL and report throughput, latency and errors.
-    Run(RunArgs),
+    Run(Box<RunArgs>),
     /// Render a Run saved with `--json` again.
     Report(ReportArgs),
 }
@@ -84,6 +86,19 @@ struct RunArgs {
     /// Do not verify the server's TLS certificate.
     #[arg(short = 'k', long)]
     insecure: bool,
+    /// Do not watch the machine (CPU, network, TCP counters, server processes).
+    #[arg(long)]
+    no_watch: bool,
+    /// Sampling interval of the watch, e.g. 1s, 100ms.
+    #[arg(long = "sample", value_parser = parse_duration, default_value = "1s")]
+    sample: Duration,
+    /// The server's process id (repeatable); its children are watched too. Needed when
+    /// the server runs in another network namespace.
+    #[arg(long = "server-pid")]
+    server_pids: Vec<i32>,
+    /// Watch the processes with this command name (repeatable), e.g. nginx, php-fpm8.2.
+    #[arg(long = "server-name")]
+    server_names: Vec<String>,
 }
 
 #[derive(Args, Debug)]
@@ -104,7 +119,7 @@ fn parse_u32(s: &str) -> Result<u32, String> {
 pub fn main() -> anyhow::Result<ExitCode> {
     let cli = Cli::parse();
     let res = match cli.command {
-        Command::Run(a) => cmd_run(a),
+        Command::Run(a) => cmd_run(*a),
         Command::Report(a) => cmd_report(a),
     };
     match res {
@@ -157,6 +172,9 @@ fn cmd_run(a: RunArgs) -> anyhow::Result<ExitCode> {
     spec.check_flags()?;
     let target = spec.target()?;
     let addr = target.probe(spec.timeout())?;
+    if a.sample < Duration::from_millis(100) {
+        anyhow::bail!("--sample must be at least 100ms");
+    }
     // Fail before the load, not after it, when the output cannot be written.
     if let Some(path) = a.json.as_deref().filter(|p| *p != "-") {
         std::fs::OpenOptions::new()
@@ -180,7 +198,19 @@ fn cmd_run(a: RunArgs) -> anyhow::Result<ExitCode> {
         .duration_since(UNIX_EPOCH)
         .map(|d| d.as_secs_f64())
         .unwrap_or(0.0);
-    let outcome = engine::run(&spec, &target, addr, &body, stop, &mut progress)?;
+    let watch = (!a.no_watch).then(|| {
+        Watch::start(WatchSpec {
+            interval: a.sample,
+            target: addr,
+            hints: Hints {
+                pids: a.server_pids.clone(),
+                names: a.server_names.clone(),
+            },
+        })
+    });
+    let outcome = engine::run(&spec, &target, addr, &body, stop, &mut progress);
+    let evidence = watch.map(Watch::finish);
+    let outcome = outcome?;
     progress.finish();
 
     let run = Run {
@@ -191,6 +221,7 @@ fn cmd_run(a: RunArgs) -> anyhow::Result<ExitCode> {
         target_addr: addr.to_string(),
         results: outcome.results,
         client: outcome.client,
+        evidence,
         warnings: Vec::new(),
     };
     if let Some(path) = &a.json {

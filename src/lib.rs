@@ -10,3 +10,4 @@ pub mod report;
 pub mod run;
 pub mod spec;
 pub mod units;
+pub mod watch;

@@ -14,6 +14,7 @@ use hdrhistogram::Histogram;
 use serde::{Deserialize, Serialize};
 
 use crate::spec::Spec;
+use crate::watch::Evidence;
 
 /// Version of the JSON layout below.
 pub const SCHEMA_VERSION: u32 = 1;
@@ -35,6 +36,9 @@ pub struct Run {
     pub results: LoadResults,
     /// The load generator's own CPU use: whether the client, not the server, set the pace.
     pub client: ClientCheck,
+    /// What was watched on the machine during the load; absent with `--no-watch`.
+    #[serde(default)]
+    pub evidence: Option<Evidence>,
     /// Things the user should know about this run (degraded measurements, caveats).
     pub warnings: Vec<String>,
 }

@@ -1,5 +1,6 @@
 //! Views of a [`Run`](crate::run::Run): each a renderer, none of them measures anything.
 
+pub mod during;
 pub mod terminal;
 
 use std::io::Write;

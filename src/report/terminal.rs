@@ -127,6 +127,9 @@ pub fn render(run: &Run, latency: bool) -> String {
     }
     let _ = writeln!(o, "Requests/sec: {:>10.2}", r.requests_per_s);
     let _ = writeln!(o, "Transfer/sec: {:>10}", fmt_bytes(r.bytes_per_s));
+    if let Some(e) = &run.evidence {
+        o.push_str(&super::during::render(e));
+    }
     let c = &run.client;
     if c.saturated {
         let _ = writeln!(

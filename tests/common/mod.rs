@@ -47,6 +47,26 @@ impl Nginx {
     }
 
     pub fn start_with_listen(http_extra: &str, server_extra: &str, listen_extra: &str) -> Nginx {
+        Self::start_opts(
+            None,
+            "127.0.0.1",
+            "",
+            http_extra,
+            server_extra,
+            listen_extra,
+        )
+    }
+
+    /// The general form: inside network namespace `netns` (when given), listening on
+    /// `addr`, with `main_extra` at the top level of the config.
+    pub fn start_opts(
+        netns: Option<&str>,
+        addr: &str,
+        main_extra: &str,
+        http_extra: &str,
+        server_extra: &str,
+        listen_extra: &str,
+    ) -> Nginx {
         let dir = tempfile::Builder::new()
             .prefix("loadlens-test-nginx")
             .tempdir()
@@ -68,6 +88,7 @@ impl Nginx {
             let port = free_port();
             let conf = format!(
                 r#"worker_processes 1;
+{main_extra}
 pid {root}/nginx.pid;
 error_log {root}/error.log info;
 events {{ worker_connections 4096; }}
@@ -83,7 +104,7 @@ http {{
     types {{ text/plain txt; application/octet-stream bin; }}
     {http_extra}
     server {{
-        listen 127.0.0.1:{port} {listen_extra};
+        listen {addr}:{port} {listen_extra};
         root {root}/html;
         {server_extra}
     }}
@@ -93,7 +114,14 @@ http {{
             );
             let conf_path = root.join("nginx.conf");
             std::fs::write(&conf_path, conf).unwrap();
-            let mut cmd = Command::new("nginx");
+            let mut cmd = match netns {
+                Some(ns) => {
+                    let mut c = Command::new("ip");
+                    c.args(["netns", "exec", ns, "nginx"]);
+                    c
+                }
+                None => Command::new("nginx"),
+            };
             cmd.arg("-p")
                 .arg(root)
                 .arg("-e")
@@ -114,13 +142,20 @@ http {{
             let mut child = cmd
                 .spawn()
                 .expect("nginx must be installed (make test does it)");
-            let addr: SocketAddr = format!("127.0.0.1:{port}").parse().unwrap();
             let t0 = Instant::now();
             while t0.elapsed() < Duration::from_secs(5) {
                 if let Ok(Some(_)) = child.try_wait() {
                     break;
                 }
-                if TcpStream::connect(addr).is_ok() {
+                // Ready once the pid file is written and, on loopback, the port answers.
+                let up = match netns {
+                    None => {
+                        let a: SocketAddr = format!("{addr}:{port}").parse().unwrap();
+                        TcpStream::connect(a).is_ok()
+                    }
+                    Some(_) => root.join("nginx.pid").exists(),
+                };
+                if up {
                     return Nginx { child, dir, port };
                 }
                 std::thread::sleep(Duration::from_millis(20));
@@ -138,6 +173,11 @@ http {{
 
     pub fn url(&self, path: &str) -> String {
         format!("http://127.0.0.1:{}{path}", self.port)
+    }
+
+    /// The master's pid (the child process: `ip netns exec` execs nginx).
+    pub fn pid(&self) -> i32 {
+        self.child.id() as i32
     }
 
     pub fn root(&self) -> &Path {
@@ -228,4 +268,110 @@ pub fn status_codes(run: &Value) -> HashMap<u16, u64> {
         .iter()
         .map(|(k, v)| (k.parse().unwrap(), v.as_u64().unwrap()))
         .collect()
+}
+
+/// A client and a server network namespace joined by a veth pair, with private
+/// addresses that exist only inside them. Removed (with everything in it) when dropped.
+pub struct NetnsPair {
+    pub client: String,
+    pub server: String,
+    pub client_ip: &'static str,
+    pub server_ip: &'static str,
+}
+
+fn ip(args: &[&str]) {
+    let out = Command::new("ip")
+        .args(args)
+        .output()
+        .expect("iproute2 installed");
+    assert!(
+        out.status.success(),
+        "ip {}: {}",
+        args.join(" "),
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
+
+/// Runs a command inside a namespace and asserts it worked.
+pub fn in_ns(ns: &str, cmd: &[&str]) {
+    let mut args = vec!["netns", "exec", ns];
+    args.extend_from_slice(cmd);
+    ip(&args);
+}
+
+impl NetnsPair {
+    /// `tag` keeps names unique across tests running in parallel.
+    pub fn new(tag: &str) -> NetnsPair {
+        let base = format!("llt-{}-{tag}", std::process::id());
+        let pair = NetnsPair {
+            client: format!("{base}-c"),
+            server: format!("{base}-s"),
+            client_ip: "10.201.0.1",
+            server_ip: "10.201.0.2",
+        };
+        ip(&["netns", "add", &pair.client]);
+        ip(&["netns", "add", &pair.server]);
+        ip(&[
+            "link",
+            "add",
+            "veth0",
+            "netns",
+            &pair.client,
+            "type",
+            "veth",
+            "peer",
+            "name",
+            "veth0",
+            "netns",
+            &pair.server,
+        ]);
+        for (ns, addr) in [
+            (&pair.client, pair.client_ip),
+            (&pair.server, pair.server_ip),
+        ] {
+            in_ns(
+                ns,
+                &["ip", "addr", "add", &format!("{addr}/24"), "dev", "veth0"],
+            );
+            in_ns(ns, &["ip", "link", "set", "veth0", "up"]);
+            in_ns(ns, &["ip", "link", "set", "lo", "up"]);
+        }
+        pair
+    }
+
+    /// Sets a sysctl inside the server namespace (never on the host).
+    pub fn server_sysctl(&self, key: &str, value: &str) {
+        in_ns(
+            &self.server,
+            &["sysctl", "-q", "-w", &format!("{key}={value}")],
+        );
+    }
+}
+
+impl Drop for NetnsPair {
+    fn drop(&mut self) {
+        for ns in [&self.client, &self.server] {
+            let _ = Command::new("ip").args(["netns", "del", ns]).status();
+        }
+    }
+}
+
+/// Runs loadlens inside network namespace `ns` and returns the Run.
+pub fn run_json_in(ns: &str, args: &[&str]) -> Value {
+    let dir = tempfile::tempdir().unwrap();
+    let out_path: PathBuf = dir.path().join("run.json");
+    let out = Command::new("ip")
+        .args(["netns", "exec", ns, env!("CARGO_BIN_EXE_loadlens"), "run"])
+        .args(args)
+        .arg("--json")
+        .arg(&out_path)
+        .arg("-q")
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "loadlens failed: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    serde_json::from_str(&std::fs::read_to_string(&out_path).unwrap()).unwrap()
 }

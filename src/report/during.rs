@@ -1,0 +1,155 @@
+//! The "During the run" block: what the machine did while the load ran, readable at a
+//! glance. Only what moved is shown; the JSON has everything.
+
+use std::fmt::Write as _;
+
+use crate::units::{fmt_bytes, fmt_count};
+use crate::watch::Evidence;
+
+/// TCP counters worth a line when they moved, in the order a person checks them.
+const TCP_SHOWN: &[(&str, &str)] = &[
+    ("TcpExt.ListenOverflows", "ListenOverflows"),
+    ("TcpExt.ListenDrops", "ListenDrops"),
+    ("TcpExt.TCPReqQFullDrop", "SYN queue drops"),
+    ("TcpExt.SyncookiesSent", "SYN cookies"),
+    ("Tcp.RetransSegs", "retransmits"),
+    ("TcpExt.TCPSynRetrans", "SYN retransmits"),
+    ("TcpExt.TCPTimeouts", "RTO timeouts"),
+    ("Tcp.AttemptFails", "failed connects"),
+    ("Tcp.EstabResets", "resets"),
+    ("Tcp.OutRsts", "RSTs sent"),
+    ("TcpExt.TCPAbortOnData", "aborts on data"),
+    ("TcpExt.TCPTimeWaitOverflow", "TIME_WAIT overflow"),
+    ("Tcp.PassiveOpens", "accepted"),
+    ("Tcp.ActiveOpens", "opened"),
+];
+
+pub fn render(e: &Evidence) -> String {
+    let mut o = String::new();
+    let w = &e.window;
+    let _ = writeln!(
+        o,
+        "During the run ({} samples every {}; {})",
+        e.samples.len(),
+        crate::units::fmt_duration(std::time::Duration::from_secs_f64(e.sample_interval_s)),
+        e.topology.summary
+    );
+    if !w.cpus.is_empty() {
+        let _ = writeln!(o, "  CPU       usr%   sys%  soft%   irq%  idle%");
+        for c in &w.cpus {
+            let _ = writeln!(
+                o,
+                "    cpu{:<3}{:>7.1}{:>7.1}{:>7.1}{:>7.1}{:>7.1}",
+                c.cpu, c.user, c.system, c.softirq, c.irq, c.idle
+            );
+        }
+    }
+    let busy: Vec<_> = w
+        .ifaces
+        .iter()
+        .filter(|i| i.rx_bytes_per_s + i.tx_bytes_per_s >= 1024.0 || i.drops > 0)
+        .collect();
+    for i in busy {
+        let _ = writeln!(
+            o,
+            "  NIC {:<8} rx {}/s tx {}/s, {} pkt/s{}{}",
+            i.name,
+            fmt_bytes(i.rx_bytes_per_s),
+            fmt_bytes(i.tx_bytes_per_s),
+            fmt_count(i.rx_packets_per_s + i.tx_packets_per_s),
+            i.util_pct
+                .map(|u| format!(", {u:.0}% of link"))
+                .unwrap_or_default(),
+            if i.drops > 0 {
+                format!(", {} drops", i.drops)
+            } else {
+                String::new()
+            }
+        );
+    }
+    let tcp: Vec<String> = TCP_SHOWN
+        .iter()
+        .filter_map(|(k, label)| {
+            let d = *w.counters.get(*k)?;
+            Some(format!(
+                "{label} +{d} ({}/s)",
+                fmt_count(d as f64 / w.duration_s.max(1e-9))
+            ))
+        })
+        .collect();
+    let tw = w.sockstat_end.get("TCP.tw").copied().unwrap_or(0);
+    let _ = writeln!(
+        o,
+        "  TCP       {}{}TIME_WAIT {tw} now, {} max",
+        tcp.join(", "),
+        if tcp.is_empty() { "" } else { "; " },
+        w.time_wait_max
+    );
+    if w.softnet_dropped + w.softnet_time_squeeze > 0 {
+        let _ = writeln!(
+            o,
+            "  softnet   {} dropped (netdev_max_backlog), {} squeezed (netdev_budget)",
+            w.softnet_dropped, w.softnet_time_squeeze
+        );
+    }
+    if let Some(c) = &w.conntrack {
+        let _ = writeln!(
+            o,
+            "  conntrack {}/{} max seen ({:.0}%){}",
+            c.count_max_seen,
+            c.max,
+            c.count_max_seen as f64 * 100.0 / c.max.max(1) as f64,
+            if c.drop + c.early_drop + c.insert_failed > 0 {
+                format!(
+                    ", {} dropped, {} early-dropped, {} insert failed",
+                    c.drop, c.early_drop, c.insert_failed
+                )
+            } else {
+                String::new()
+            }
+        );
+    }
+    for q in &w.listen_queues {
+        let _ = writeln!(
+            o,
+            "  listen    {} accept queue max {}/{}{}",
+            q.addr,
+            q.max_queue,
+            q.backlog,
+            if q.samples_full > 0 {
+                format!(", full in {} of {} samples", q.samples_full, q.samples)
+            } else {
+                String::new()
+            }
+        );
+    }
+    if !w.processes.is_empty() {
+        let _ = writeln!(
+            o,
+            "  {:<22}{:>7}{:>7}{:>7}{:>11}{:>9}{:>9}{:>9}{:>9}",
+            "process", "pid", "CPU%", "sys%", "wait ms/s", "csw/s", "ics/s", "B/read", "B/write"
+        );
+        for p in &w.processes {
+            let opt = |v: Option<f64>| v.map(|x| format!("{x:.0}")).unwrap_or("-".into());
+            let _ = writeln!(
+                o,
+                "  {:<22}{:>7}{:>7.1}{:>7.1}{:>11}{:>9}{:>9}{:>9}{:>9}",
+                format!("{} {}", p.comm, p.role),
+                p.pid,
+                p.cpu_pct,
+                p.system_pct,
+                p.run_delay_ms_per_s
+                    .map(|x| format!("{x:.1}"))
+                    .unwrap_or("-".into()),
+                fmt_count(p.voluntary_ctxt_switches_per_s),
+                fmt_count(p.nonvoluntary_ctxt_switches_per_s),
+                opt(p.bytes_per_read),
+                opt(p.bytes_per_write),
+            );
+        }
+    }
+    for warn in &e.warnings {
+        let _ = writeln!(o, "  note: {warn}");
+    }
+    o
+}

@@ -1,0 +1,229 @@
+//! Listening sockets from netlink sock_diag (sock_diag(7)): for a TCP listener INET_DIAG
+//! reports the accept queue now (`idiag_rqueue`) and its limit, the effective backlog
+//! (`idiag_wqueue` = min(listen() backlog, net.core.somaxconn)); for a unix listener
+//! (php-fpm's socket) UNIX_DIAG_RQLEN gives the same pair. `ss -ltn` shows these as
+//! Recv-Q and Send-Q.
+//!
+//! A netlink socket answers for the network namespace it was created in: to watch a
+//! server in another namespace (the lab), the sampler thread first joins that namespace
+//! with [`enter_netns_of`] (setns(2), needs CAP_SYS_ADMIN).
+
+use std::io;
+use std::net::IpAddr;
+
+use netlink_packet_core::{
+    NetlinkHeader, NetlinkMessage, NetlinkPayload, NLM_F_DUMP, NLM_F_REQUEST,
+};
+use netlink_packet_sock_diag::{
+    constants::{AF_INET, AF_INET6, IPPROTO_TCP},
+    inet::{ExtensionFlags, InetRequest, SocketId, StateFlags},
+    unix::{self, ShowFlags, UnixRequest},
+    SockDiagMessage,
+};
+use netlink_sys::{protocols::NETLINK_SOCK_DIAG, Socket, SocketAddr};
+use serde::{Deserialize, Serialize};
+
+/// A listening socket and its queue.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Listener {
+    /// `127.0.0.1:8080`, `[::]:80` or a unix socket path.
+    pub addr: String,
+    /// TCP port (0 for unix sockets).
+    pub port: u16,
+    /// Socket inode, which ties it to the processes holding it (/proc/PID/fd).
+    pub inode: u64,
+    /// Connections completed by the kernel but not yet accepted by the server.
+    pub queue: u32,
+    /// The accept queue's limit: min(listen() backlog, somaxconn).
+    pub backlog: u32,
+}
+
+/// A sock_diag netlink socket bound to one network namespace.
+pub struct Diag {
+    socket: Socket,
+    buf: Vec<u8>,
+}
+
+impl Diag {
+    /// A socket for the calling thread's network namespace.
+    pub fn open() -> io::Result<Diag> {
+        Ok(Diag {
+            socket: new_socket()?,
+            buf: vec![0; 64 * 1024],
+        })
+    }
+
+    /// TCP listeners (IPv4 and IPv6), optionally only those on `port`.
+    pub fn tcp_listeners(&mut self, port: Option<u16>) -> io::Result<Vec<Listener>> {
+        let mut out = Vec::new();
+        for family in [AF_INET, AF_INET6] {
+            let req = SockDiagMessage::InetRequest(InetRequest {
+                family,
+                protocol: IPPROTO_TCP,
+                extensions: ExtensionFlags::empty(),
+                states: StateFlags::LISTEN,
+                socket_id: if family == AF_INET {
+                    SocketId::new_v4()
+                } else {
+                    SocketId::new_v6()
+                },
+            });
+            self.dump(req, |m| {
+                if let SockDiagMessage::InetResponse(r) = m {
+                    let id = &r.header.socket_id;
+                    if port.is_some_and(|p| p != id.source_port) {
+                        return;
+                    }
+                    out.push(Listener {
+                        addr: match id.source_address {
+                            IpAddr::V6(a) => format!("[{a}]:{}", id.source_port),
+                            a => format!("{a}:{}", id.source_port),
+                        },
+                        port: id.source_port,
+                        inode: r.header.inode as u64,
+                        queue: r.header.recv_queue,
+                        backlog: r.header.send_queue,
+                    });
+                }
+            })?;
+        }
+        Ok(out)
+    }
+
+    /// Unix stream listeners (with a path or an abstract name).
+    pub fn unix_listeners(&mut self) -> io::Result<Vec<Listener>> {
+        let mut out = Vec::new();
+        let req = SockDiagMessage::UnixRequest(UnixRequest {
+            state_flags: unix::StateFlags::LISTEN,
+            inode: 0,
+            show_flags: ShowFlags::NAME | ShowFlags::RQLEN,
+            cookie: [0xff; 8],
+        });
+        self.dump(req, |m| {
+            if let SockDiagMessage::UnixResponse(r) = m {
+                let mut l = Listener {
+                    addr: String::new(),
+                    port: 0,
+                    inode: r.header.inode as u64,
+                    queue: 0,
+                    backlog: 0,
+                };
+                for nla in &r.nlas {
+                    match nla {
+                        unix::nlas::Nla::Name(n) => l.addr = n.clone(),
+                        unix::nlas::Nla::ReceiveQueueLength(q, b) => {
+                            l.queue = *q;
+                            l.backlog = *b;
+                        }
+                        _ => {}
+                    }
+                }
+                out.push(l);
+            }
+        })?;
+        Ok(out)
+    }
+
+    fn dump(
+        &mut self,
+        req: SockDiagMessage,
+        mut each: impl FnMut(&SockDiagMessage),
+    ) -> io::Result<()> {
+        let mut hdr = NetlinkHeader::default();
+        hdr.flags = NLM_F_REQUEST | NLM_F_DUMP;
+        let mut packet = NetlinkMessage::new(hdr, req.into());
+        packet.finalize();
+        let mut out = vec![0; packet.buffer_len()];
+        packet.serialize(&mut out);
+        self.socket.send(&out, 0)?;
+        loop {
+            let n = self.socket.recv(&mut &mut self.buf[..], 0)?;
+            let mut off = 0;
+            while off < n {
+                let msg = NetlinkMessage::<SockDiagMessage>::deserialize(&self.buf[off..n])
+                    .map_err(|e| io::Error::new(io::ErrorKind::InvalidData, e.to_string()))?;
+                let len = msg.header.length as usize;
+                match msg.payload {
+                    NetlinkPayload::Done(_) => return Ok(()),
+                    NetlinkPayload::Error(e) => {
+                        return Err(e.to_io());
+                    }
+                    NetlinkPayload::InnerMessage(m) => each(&m),
+                    _ => {}
+                }
+                if len == 0 {
+                    break;
+                }
+                off += len;
+            }
+        }
+    }
+}
+
+fn new_socket() -> io::Result<Socket> {
+    let mut s = Socket::new(NETLINK_SOCK_DIAG)?;
+    s.bind_auto()?;
+    s.connect(&SocketAddr::new(0, 0))?;
+    Ok(s)
+}
+
+/// Whether the calling thread is in the network namespace of `pid`.
+pub fn in_netns_of(pid: i32) -> io::Result<bool> {
+    use std::os::unix::fs::MetadataExt;
+    let a = std::fs::metadata(format!("/proc/{pid}/ns/net"))?;
+    let b = std::fs::metadata("/proc/thread-self/ns/net")?;
+    Ok(a.ino() == b.ino() && a.dev() == b.dev())
+}
+
+/// Moves the calling thread into the network namespace of `pid` (setns(2), needs
+/// CAP_SYS_ADMIN). Only this thread moves: /proc/thread-self/net, /proc/sys/net and
+/// netlink sockets it creates then show that namespace.
+pub fn enter_netns_of(pid: i32) -> io::Result<()> {
+    use std::os::fd::AsRawFd;
+    let f = std::fs::File::open(format!("/proc/{pid}/ns/net"))?;
+    // SAFETY: setns on a namespace fd we hold; affects only the calling thread.
+    if unsafe { libc::setns(f.as_raw_fd(), libc::CLONE_NEWNET) } != 0 {
+        return Err(io::Error::last_os_error());
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn finds_a_listener_with_its_backlog() {
+        // std's listen() asks for a backlog of 128; the kernel caps it at somaxconn.
+        let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        let port = l.local_addr().unwrap().port();
+        let _c = std::net::TcpStream::connect(("127.0.0.1", port)).unwrap();
+        let mut d = Diag::open().unwrap();
+        let found = d.tcp_listeners(Some(port)).unwrap();
+        assert_eq!(found.len(), 1, "{found:?}");
+        assert_eq!(found[0].addr, format!("127.0.0.1:{port}"));
+        let somaxconn: u32 = std::fs::read_to_string("/proc/sys/net/core/somaxconn")
+            .unwrap()
+            .trim()
+            .parse()
+            .unwrap();
+        assert_eq!(found[0].backlog, 128.min(somaxconn));
+        assert_eq!(found[0].queue, 1, "one connection waiting to be accepted");
+        assert!(found[0].inode > 0);
+    }
+
+    #[test]
+    fn finds_unix_listeners() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("s.sock");
+        let _l = std::os::unix::net::UnixListener::bind(&path).unwrap();
+        let mut d = Diag::open().unwrap();
+        let all = d.unix_listeners().unwrap();
+        let me = all
+            .iter()
+            .find(|l| l.addr == path.to_string_lossy())
+            .expect("our listener");
+        assert_eq!(me.queue, 0);
+        assert!(me.backlog > 0);
+    }
+}
