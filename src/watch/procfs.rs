@@ -396,18 +396,18 @@ mod tests {
         assert_eq!(
             s[&0],
             CpuTimes {
-                user: 39200,
+                user: 39508,
                 nice: 0,
-                system: 26106,
-                idle: 89007,
-                iowait: 165,
+                system: 26147,
+                idle: 89027,
+                iowait: 166,
                 irq: 0,
                 softirq: 6695,
                 steal: 17
             }
         );
         let d = s[&1].delta(&s[&0]);
-        assert_eq!(d.user, 41189 - 39200);
+        assert_eq!(d.user, 41510 - 39508);
         assert_eq!(d.system, 0, "saturating");
     }
 
@@ -439,7 +439,7 @@ mod tests {
         assert!(s.contains_key("Tcp.RetransSegs"));
         assert!(!s.contains_key("Tcp.MaxConn"), "-1 is not a counter");
         let n = parse_snmp(&data("host-proc-net-netstat"));
-        assert_eq!(n["TcpExt.TW"], 1359989);
+        assert_eq!(n["TcpExt.TW"], 2214049);
         for k in [
             "TcpExt.ListenOverflows",
             "TcpExt.ListenDrops",
@@ -457,9 +457,9 @@ mod tests {
     #[test]
     fn sockstat() {
         let s = parse_sockstat(&data("host-proc-net-sockstat"));
-        assert_eq!(s["TCP.tw"], 8234);
-        assert_eq!(s["TCP.inuse"], 103);
-        assert_eq!(s["sockets.used"], 114);
+        assert_eq!(s["TCP.tw"], 59);
+        assert_eq!(s["TCP.inuse"], 2);
+        assert_eq!(s["sockets.used"], 15);
         let s6 = parse_sockstat(&data("host-proc-net-sockstat6"));
         assert!(s6.contains_key("TCP6.inuse"));
     }
@@ -471,9 +471,9 @@ mod tests {
         assert!(c.contains_key("insert_failed") && c.contains_key("early_drop"));
         assert_eq!(
             parse_pressure(&data("host-proc-pressure-cpu")),
-            Some((9.25, 38516715))
+            Some((9.53, 38919261))
         );
-        assert_eq!(parse_loadavg(&data("host-proc-loadavg")), Some((1.66, 4)));
+        assert_eq!(parse_loadavg(&data("host-proc-loadavg")), Some((1.69, 3)));
     }
 
     #[test]
