@@ -23,3 +23,4 @@ bench:
 	scripts/install-deps.sh bench
 	$(CARGO) build --release
 	bench/vs-peers
+	bench/watch-overhead

@@ -314,7 +314,7 @@ fn client_check(threads: Vec<ThreadCpu>) -> ClientCheck {
 }
 
 /// The calling thread's CPU times and run-queue delay at one moment.
-struct ThreadCpuSample {
+pub(crate) struct ThreadCpuSample {
     tid: i32,
     user: Duration,
     system: Duration,
@@ -325,7 +325,7 @@ impl ThreadCpuSample {
     /// `getrusage(RUSAGE_THREAD)` gives the same user/system split as
     /// /proc/self/task/TID/stat at µs rather than clock-tick resolution; the run-queue
     /// delay comes from /proc/thread-self/schedstat (second field, ns).
-    fn now() -> ThreadCpuSample {
+    pub(crate) fn now() -> ThreadCpuSample {
         // SAFETY: getrusage writes into the zeroed struct we own; gettid has no arguments.
         let (ru, tid) = unsafe {
             let mut ru: libc::rusage = std::mem::zeroed();
@@ -346,7 +346,7 @@ impl ThreadCpuSample {
         }
     }
 
-    fn since(&self, before: &ThreadCpuSample, wall: Duration) -> ThreadCpu {
+    pub(crate) fn since(&self, before: &ThreadCpuSample, wall: Duration) -> ThreadCpu {
         let user = self.user.saturating_sub(before.user).as_secs_f64();
         let system = self.system.saturating_sub(before.system).as_secs_f64();
         let wall = wall.as_secs_f64().max(1e-9);

@@ -22,6 +22,7 @@ use std::time::{Duration, Instant};
 
 use serde::{Deserialize, Serialize};
 
+use crate::engine::ThreadCpuSample;
 use discover::{Hints, Topology};
 use procfs::*;
 use sockdiag::{Diag, Listener};
@@ -85,6 +86,10 @@ pub struct Evidence {
     pub window: Window,
     /// Sources that could not be read, and why (the run went on without them).
     pub warnings: Vec<String>,
+    /// The sampler thread's own CPU use over the window, percent of one core: the cost
+    /// of watching (target ≤ 1% at 1 s samples). Discovery before the load is not
+    /// included.
+    pub sampler_cpu_pct: f64,
 }
 
 /// Read once before the load.
@@ -101,7 +106,8 @@ pub struct HostFacts {
     pub sysctls: BTreeMap<String, String>,
     /// Interface → link speed in Mbit/s, where the link reports one.
     pub link_speed_mbps: BTreeMap<String, u64>,
-    /// cgroup v2 `cpu.max` of loadlens's cgroup (`max 100000` = no limit).
+    /// CPU quota of loadlens's cgroup: v2 `cpu.max` (`max 100000` = none) or v1
+    /// `cfs_quota_us cfs_period_us` (`-1 100000` = none).
     pub cgroup_cpu_max: Option<String>,
 }
 
@@ -220,6 +226,9 @@ pub struct Window {
     pub processes: Vec<ProcRates>,
     /// CPU pressure stall time over the window, ms.
     pub cpu_pressure_stall_ms: Option<f64>,
+    /// Time loadlens's cgroup was throttled by its CPU quota over the window, ms
+    /// (cgroup v2 `throttled_usec` or v1 `throttled_time`); `None` where unreadable.
+    pub cgroup_throttled_ms: Option<f64>,
 }
 
 /// Conntrack over the window.
@@ -266,6 +275,7 @@ struct Snapshot {
     conntrack_stat: BTreeMap<String, u64>,
     psi: Option<(f64, u64)>,
     load: Option<(f64, u64)>,
+    throttled_ns: Option<u64>,
     procs: BTreeMap<i32, ProcSnap>,
     listeners: Vec<Listener>,
 }
@@ -355,6 +365,7 @@ impl Reader {
             .ok()
             .and_then(|t| parse_pressure(&t));
         s.load = self.read("/proc/loadavg").and_then(|t| parse_loadavg(&t));
+        s.throttled_ns = cgroup_throttled_ns();
         for p in self.procs.clone() {
             let pid = p.pid;
             let Some(stat) = std::fs::read_to_string(format!("/proc/{pid}/stat"))
@@ -437,7 +448,7 @@ impl Reader {
             loadgen_cpus: affinity,
             sysctls,
             link_speed_mbps: self.speeds.clone(),
-            cgroup_cpu_max: cgroup_file("cpu.max"),
+            cgroup_cpu_max: cgroup_cpu_max(),
         }
     }
 
@@ -667,6 +678,10 @@ impl Reader {
                 (Some(x), Some(y)) => Some(y.1.saturating_sub(x.1) as f64 / 1e3),
                 _ => None,
             },
+            cgroup_throttled_ms: match (a.throttled_ns, b.throttled_ns) {
+                (Some(x), Some(y)) => Some(y.saturating_sub(x) as f64 / 1e6),
+                _ => None,
+            },
         }
     }
 }
@@ -686,13 +701,59 @@ fn loadgen_cpus() -> Vec<u32> {
     }
 }
 
-/// A file of loadlens's own cgroup (v2).
-fn cgroup_file(name: &str) -> Option<String> {
+/// Where loadlens's CPU cgroup lives: (directory, is v2).
+fn cgroup_cpu_dir() -> Option<(String, bool)> {
     let cg = std::fs::read_to_string("/proc/self/cgroup").ok()?;
+    // v1: a line whose controllers include `cpu`; v2: the `0::` line.
+    for l in cg.lines() {
+        let mut f = l.splitn(3, ':');
+        let (_, ctrls, path) = (f.next()?, f.next()?, f.next()?);
+        if ctrls.split(',').any(|c| c == "cpu") {
+            for base in ["/sys/fs/cgroup/cpu", "/sys/fs/cgroup/cpu,cpuacct"] {
+                let d = format!("{base}{path}");
+                if std::path::Path::new(&d).join("cpu.stat").exists() {
+                    return Some((d, false));
+                }
+            }
+        }
+    }
     let path = cg.lines().find_map(|l| l.strip_prefix("0::"))?;
-    std::fs::read_to_string(format!("/sys/fs/cgroup{path}/{name}"))
-        .ok()
-        .map(|s| s.trim().to_string())
+    for base in ["/sys/fs/cgroup", "/sys/fs/cgroup/unified"] {
+        let d = format!("{base}{path}");
+        if std::path::Path::new(&d).join("cpu.stat").exists() {
+            return Some((d, true));
+        }
+    }
+    None
+}
+
+/// The cgroup's CPU quota, as the kernel writes it.
+fn cgroup_cpu_max() -> Option<String> {
+    let (d, v2) = cgroup_cpu_dir()?;
+    if v2 {
+        std::fs::read_to_string(format!("{d}/cpu.max"))
+            .ok()
+            .map(|s| s.trim().to_string())
+    } else {
+        let q = std::fs::read_to_string(format!("{d}/cpu.cfs_quota_us")).ok()?;
+        let p = std::fs::read_to_string(format!("{d}/cpu.cfs_period_us")).ok()?;
+        Some(format!("{} {}", q.trim(), p.trim()))
+    }
+}
+
+/// Cumulative time the cgroup was throttled, ns.
+fn cgroup_throttled_ns() -> Option<u64> {
+    let (d, v2) = cgroup_cpu_dir()?;
+    let text = std::fs::read_to_string(format!("{d}/cpu.stat")).ok()?;
+    let key = if v2 {
+        "throttled_usec"
+    } else {
+        "throttled_time"
+    };
+    let v: u64 = text
+        .lines()
+        .find_map(|l| l.strip_prefix(key)?.trim().parse().ok())?;
+    Some(if v2 { v * 1000 } else { v })
 }
 
 fn link_speeds() -> BTreeMap<String, u64> {
@@ -797,6 +858,8 @@ fn sampler(spec: WatchSpec, stop: mpsc::Receiver<()>, ready: mpsc::Sender<()>) -
     let topology = found.topology;
     let interval = spec.interval;
     let before = reader.snapshot();
+    // Set-up (discovery) is a one-time cost; this measures the cost of sampling.
+    let cpu_at_start = ThreadCpuSample::now();
     let _ = ready.send(());
     let start = before.at.unwrap_or_else(Instant::now);
     let mut samples = Vec::new();
@@ -834,7 +897,11 @@ fn sampler(spec: WatchSpec, stop: mpsc::Receiver<()>, ready: mpsc::Sender<()>) -
     samples.push(reader.sample(start, &prev, &after));
     snaps.push(after.clone());
     let window = reader.window(&before, &after, &samples, &snaps);
+    let sampler_cpu_pct = ThreadCpuSample::now()
+        .since(&cpu_at_start, Duration::from_secs_f64(window.duration_s))
+        .busy_pct;
     Evidence {
+        sampler_cpu_pct,
         sample_interval_s: interval.as_secs_f64(),
         topology,
         host,
