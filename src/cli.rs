@@ -12,6 +12,7 @@ use anyhow::Context;
 use clap::{Args, Parser, Subcommand};
 
 use crate::engine::{self, Progress};
+use crate::lab;
 use crate::report;
 use crate::run::{Run, SCHEMA_VERSION};
 use crate::spec::Spec;
@@ -37,6 +38,50 @@ enum Command {
     Run(Box<RunArgs>),
     /// Render a Run saved with `--json` again.
     Report(ReportArgs),
+    /// Published nginx setups with a known fault and its fix, in network namespaces
+    /// (needs root).
+    #[command(subcommand)]
+    Lab(LabCommand),
+}
+
+#[derive(Subcommand, Debug)]
+enum LabCommand {
+    /// List the scenarios.
+    List,
+    /// Build a scenario's world, load it, and with --fix show before/after.
+    Run(LabRunArgs),
+    /// Build a scenario's world and open a shell in its client namespace.
+    Shell {
+        /// Scenario name (see `loadlens lab list`).
+        name: String,
+        /// Show the ip/tc/sysctl commands that build the world.
+        #[arg(short = 'v', long)]
+        verbose: bool,
+    },
+}
+
+#[derive(Args, Debug)]
+struct LabRunArgs {
+    /// Scenario name (see `loadlens lab list`).
+    name: String,
+    /// Apply the fix and run again: before/after table.
+    #[arg(long)]
+    fix: bool,
+    /// Length of each load run.
+    #[arg(short = 'd', long, value_parser = parse_duration, default_value = "5s")]
+    duration: Duration,
+    /// Keep the world after each run until Enter is pressed.
+    #[arg(long)]
+    keep: bool,
+    /// Show the ip/tc/sysctl commands that build the world.
+    #[arg(short = 'v', long)]
+    verbose: bool,
+    /// Save each Run as DIR/<scenario>-before.json and -after.json.
+    #[arg(long, value_name = "DIR")]
+    json_dir: Option<PathBuf>,
+    /// Print only the before/after table, not each run's report.
+    #[arg(short = 'q', long)]
+    quiet: bool,
 }
 
 #[derive(Args, Debug)]
@@ -121,6 +166,7 @@ pub fn main() -> anyhow::Result<ExitCode> {
     let res = match cli.command {
         Command::Run(a) => cmd_run(*a),
         Command::Report(a) => cmd_report(a),
+        Command::Lab(c) => cmd_lab(c),
     };
     match res {
         Err(e) if is_broken_pipe(&e) => Ok(ExitCode::SUCCESS),
@@ -232,6 +278,32 @@ fn cmd_run(a: RunArgs) -> anyhow::Result<ExitCode> {
         out.write_all(report::terminal::render(&run, a.latency).as_bytes())?;
         out.flush()?;
     }
+    Ok(ExitCode::SUCCESS)
+}
+
+fn cmd_lab(c: LabCommand) -> anyhow::Result<ExitCode> {
+    let mut out = std::io::stdout().lock();
+    match c {
+        LabCommand::List => out.write_all(lab::list().as_bytes())?,
+        LabCommand::Shell { name, verbose } => lab::shell(&name, verbose)?,
+        LabCommand::Run(a) => {
+            let opts = lab::LabOptions {
+                fix: a.fix,
+                duration: a.duration,
+                keep: a.keep,
+                verbose: a.verbose,
+                json_dir: a.json_dir,
+                show_runs: !a.quiet,
+            };
+            let sc = lab::find(&a.name)?;
+            out.write_all(lab::header(&sc, &opts).as_bytes())?;
+            out.flush()?;
+            let r = lab::run(&a.name, &opts)?;
+            out.write_all(b"\n")?;
+            out.write_all(lab::table(&sc, &r).as_bytes())?;
+        }
+    }
+    out.flush()?;
     Ok(ExitCode::SUCCESS)
 }
 

@@ -6,6 +6,7 @@
 
 pub mod cli;
 pub mod engine;
+pub mod lab;
 pub mod report;
 pub mod run;
 pub mod spec;

@@ -1,0 +1,247 @@
+//! `loadlens lab`: the published nginx setups rebuilt in network namespaces, each with a
+//! known fault and its fix. loadlens runs against each from the client namespace with
+//! the server's processes watched; `--fix` rebuilds the world with the fix and shows
+//! before/after. It is the demo and the integration test suite of the diagnosis.
+
+pub mod scenarios;
+pub mod servers;
+pub mod world;
+
+use std::fmt::Write as _;
+use std::path::Path;
+use std::process::Command;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use std::time::Duration;
+
+use anyhow::{bail, Context};
+
+use crate::run::Run;
+use crate::units::fmt_us;
+use scenarios::Scenario;
+use world::World;
+
+/// How to run a scenario.
+#[derive(Debug, Clone)]
+pub struct LabOptions {
+    pub fix: bool,
+    pub duration: Duration,
+    pub keep: bool,
+    pub verbose: bool,
+    /// Write each Run's JSON here: `<dir>/<scenario>-before.json`, `-after.json`.
+    pub json_dir: Option<std::path::PathBuf>,
+    /// Print loadlens's own report of each run.
+    pub show_runs: bool,
+}
+
+/// What a lab run produced.
+pub struct LabResult {
+    pub before: Run,
+    pub after: Option<Run>,
+}
+
+pub fn find(name: &str) -> anyhow::Result<Scenario> {
+    let all = scenarios::all();
+    let names: Vec<&str> = all.iter().map(|s| s.name).collect();
+    let joined = names.join(", ");
+    all.into_iter()
+        .find(|s| s.name == name)
+        .with_context(|| format!("no scenario `{name}`; scenarios: {joined}"))
+}
+
+/// The `lab list` table.
+pub fn list() -> String {
+    let mut o = String::new();
+    for s in scenarios::all() {
+        let _ = writeln!(o, "{:<18} {}", s.name, s.summary);
+        let _ = writeln!(o, "{:<18} source: {}", "", s.source);
+    }
+    o
+}
+
+/// Builds the world (with or without the fix) and runs loadlens against it.
+fn run_once(
+    sc: &Scenario,
+    fixed: bool,
+    opts: &LabOptions,
+    stop: &AtomicBool,
+) -> anyhow::Result<Run> {
+    let mut w = World::new(sc.name, opts.verbose)?;
+    let setup = (sc.build)(&mut w, fixed).with_context(|| {
+        format!(
+            "building scenario {} ({})",
+            sc.name,
+            if fixed { "fixed" } else { "fault" }
+        )
+    })?;
+    if stop.load(Ordering::Relaxed) {
+        bail!("interrupted");
+    }
+    let json = w.dir.join(if fixed { "after.json" } else { "before.json" });
+    let exe = std::env::current_exe().context("cannot find the loadlens binary")?;
+    let mut cmd = Command::new("ip");
+    let dur = format!("{}ms", opts.duration.as_millis());
+    cmd.args(["netns", "exec", &w.client()])
+        .arg(&exe)
+        .args(["run", &setup.url, "-d", &dur, "--latency", "--json"])
+        .arg(&json)
+        .args(&setup.args);
+    for p in &setup.server_pids {
+        cmd.args(["--server-pid", &p.to_string()]);
+    }
+    if !opts.show_runs {
+        cmd.arg("-q");
+    }
+    if opts.verbose {
+        eprintln!("+ {cmd:?}");
+    }
+    let status = cmd
+        .status()
+        .context("cannot run loadlens in the client namespace")?;
+    drop(setup.beside);
+    if !status.success() {
+        bail!("loadlens run failed in scenario {} ({status})", sc.name);
+    }
+    let text = std::fs::read_to_string(&json)?;
+    let run = Run::from_json(&text)?;
+    if let Some(dir) = &opts.json_dir {
+        let name = format!(
+            "{}-{}.json",
+            sc.name,
+            if fixed { "after" } else { "before" }
+        );
+        std::fs::write(dir.join(name), text)?;
+    }
+    if opts.keep {
+        eprintln!(
+            "world kept: `ip netns exec {} bash` to explore, server at {}; press Enter to remove it",
+            w.client(),
+            setup.url
+        );
+        let mut line = String::new();
+        let _ = std::io::stdin().read_line(&mut line);
+    }
+    Ok(run)
+}
+
+/// `lab run NAME [--fix]`.
+pub fn run(name: &str, opts: &LabOptions) -> anyhow::Result<LabResult> {
+    let sc = find(name)?;
+    // Ctrl-C: the load child stops early on its own; we then clean up and stop.
+    let stop = Arc::new(AtomicBool::new(false));
+    for sig in [signal_hook::consts::SIGINT, signal_hook::consts::SIGTERM] {
+        signal_hook::flag::register(sig, stop.clone())?;
+    }
+    let before = run_once(&sc, false, opts, &stop)?;
+    if stop.load(Ordering::Relaxed) {
+        bail!("interrupted");
+    }
+    let after = if opts.fix {
+        Some(run_once(&sc, true, opts, &stop)?)
+    } else {
+        None
+    };
+    Ok(LabResult { before, after })
+}
+
+/// The header printed before a scenario runs.
+pub fn header(sc: &Scenario, opts: &LabOptions) -> String {
+    format!(
+        "scenario {}: {}\n  source: {}\n  fault:  {}\n  fix:    {}\n  load:   {} s per run{}\n",
+        sc.name,
+        sc.summary,
+        sc.source,
+        sc.fault,
+        sc.fix,
+        opts.duration.as_secs_f64(),
+        if opts.fix {
+            ", before and after the fix"
+        } else {
+            ""
+        }
+    )
+}
+
+/// The before/after table.
+pub fn table(sc: &Scenario, r: &LabResult) -> String {
+    let mut o = String::new();
+    let cols: Vec<(&str, &Run)> = std::iter::once(("before", &r.before))
+        .chain(r.after.as_ref().map(|a| ("after fix", a)))
+        .collect();
+    let _ = write!(o, "{:<24}", "");
+    for (h, _) in &cols {
+        let _ = write!(o, "{h:>14}");
+    }
+    let _ = writeln!(o);
+    let row = |o: &mut String, label: &str, f: &dyn Fn(&Run) -> String| {
+        let _ = write!(o, "{label:<24}");
+        for (_, run) in &cols {
+            let _ = write!(o, "{:>14}", f(run));
+        }
+        let _ = writeln!(o);
+    };
+    let pct = |run: &Run, p: f64| {
+        run.results
+            .latency
+            .percentiles
+            .iter()
+            .find(|x| x.p == p)
+            .map(|x| fmt_us(x.us as f64))
+            .unwrap_or_default()
+    };
+    row(&mut o, "requests/s", &|r| {
+        format!("{:.0}", r.results.requests_per_s)
+    });
+    row(&mut o, "latency p50", &|r| pct(r, 50.0));
+    row(&mut o, "latency p99", &|r| pct(r, 99.0));
+    row(&mut o, "latency max", &|r| {
+        fmt_us(r.results.latency.max_us as f64)
+    });
+    row(&mut o, "errors", &|r| r.results.errors.total().to_string());
+    row(&mut o, "non-2xx/3xx", &|r| {
+        r.results.non_2xx_3xx.to_string()
+    });
+    row(&mut o, sc.key.label, &|r| {
+        (sc.key.read)(r)
+            .map(|v| {
+                if v.fract() == 0.0 {
+                    format!("{v:.0}")
+                } else {
+                    format!("{v:.1}")
+                }
+            })
+            .unwrap_or_else(|| "-".into())
+    });
+    o
+}
+
+/// `lab shell NAME`: the world up, a shell in the client namespace.
+pub fn shell(name: &str, verbose: bool) -> anyhow::Result<()> {
+    let sc = find(name)?;
+    let mut w = World::new(sc.name, verbose)?;
+    let setup = (sc.build)(&mut w, false)?;
+    let sh = std::env::var("SHELL").unwrap_or_else(|_| "/bin/bash".into());
+    let pids: Vec<String> = setup.server_pids.iter().map(|p| p.to_string()).collect();
+    eprintln!(
+        "scenario {} is up. In this shell (network namespace {}):\n  loadlens run {} {} --server-pid {}\nexit the shell to remove the world.",
+        sc.name,
+        w.client(),
+        setup.url,
+        setup.args.join(" "),
+        pids.join(" --server-pid ")
+    );
+    let exe = std::env::current_exe()?;
+    let path = format!(
+        "{}:{}",
+        exe.parent().unwrap_or(Path::new("/")).display(),
+        std::env::var("PATH").unwrap_or_default()
+    );
+    Command::new("ip")
+        .args(["netns", "exec", &w.client(), &sh])
+        .env("PATH", path)
+        .env("LOADLENS_URL", &setup.url)
+        .status()
+        .context("cannot start a shell in the client namespace")?;
+    drop(setup.beside);
+    Ok(())
+}

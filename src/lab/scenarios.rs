@@ -1,0 +1,535 @@
+//! The scenarios: each a published setup, its fault, its fix, and the counter that shows
+//! both. Sources are the write-ups in `shared/reading/`.
+
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use std::thread::JoinHandle;
+use std::time::Duration;
+
+use super::servers::{children, start_nginx, start_php_fpm, Nginx};
+use super::world::{World, SERVER_IP};
+use crate::run::Run;
+
+/// What a built world needs from the load run.
+pub struct Setup {
+    pub url: String,
+    /// Flags for `loadlens run` (besides the URL, duration and what to watch).
+    pub args: Vec<String>,
+    /// Server processes to watch (masters; their children come along).
+    pub server_pids: Vec<i32>,
+    /// Something running beside the load (a CPU hog's stopper, a stall injector),
+    /// stopped when dropped.
+    pub beside: Option<Beside>,
+}
+
+/// A background activity for the length of the run.
+pub struct Beside {
+    stop: Arc<AtomicBool>,
+    handle: Option<JoinHandle<()>>,
+}
+
+impl Beside {
+    fn every(period: Duration, f: impl Fn() + Send + 'static) -> Beside {
+        let stop = Arc::new(AtomicBool::new(false));
+        let s = stop.clone();
+        let handle = std::thread::spawn(move || {
+            while !s.load(Ordering::Relaxed) {
+                std::thread::sleep(period);
+                if !s.load(Ordering::Relaxed) {
+                    f();
+                }
+            }
+        });
+        Beside {
+            stop,
+            handle: Some(handle),
+        }
+    }
+}
+
+impl Drop for Beside {
+    fn drop(&mut self) {
+        self.stop.store(true, Ordering::Relaxed);
+        if let Some(h) = self.handle.take() {
+            let _ = h.join();
+        }
+    }
+}
+
+/// A lab scenario.
+pub struct Scenario {
+    pub name: &'static str,
+    pub summary: &'static str,
+    /// Where the setup and numbers come from.
+    pub source: &'static str,
+    pub fault: &'static str,
+    pub fix: &'static str,
+    /// The finding the diagnosis is expected to name (issue: diagnose).
+    pub expected_finding: &'static str,
+    /// The counter that shows the fault, for the before/after table.
+    pub key: Key,
+    pub build: fn(&mut World, bool) -> anyhow::Result<Setup>,
+}
+
+/// A scenario's key counter: its label and how to read it from a Run.
+pub struct Key {
+    pub label: &'static str,
+    pub read: fn(&Run) -> Option<f64>,
+}
+
+const PORT: u16 = 8080;
+
+fn url(path: &str) -> String {
+    format!("http://{SERVER_IP}:{PORT}{path}")
+}
+
+fn listen() -> String {
+    format!("{SERVER_IP}:{PORT}")
+}
+
+fn args(a: &[&str]) -> Vec<String> {
+    a.iter().map(|s| s.to_string()).collect()
+}
+
+/// A window counter (`TcpExt.ListenOverflows`) from the Run's evidence.
+fn counter(run: &Run, key: &str) -> Option<f64> {
+    let e = run.evidence.as_ref()?;
+    Some(e.window.counters.get(key).copied().unwrap_or(0) as f64)
+}
+
+/// The busiest watched process whose role is `role`.
+fn proc_max(run: &Run, role: &str, f: fn(&crate::watch::ProcRates) -> Option<f64>) -> Option<f64> {
+    let e = run.evidence.as_ref()?;
+    e.window
+        .processes
+        .iter()
+        .filter(|p| p.role == role)
+        .filter_map(f)
+        .fold(None, |m: Option<f64>, v| Some(m.map_or(v, |m| m.max(v))))
+}
+
+fn non_2xx_and_timeouts(run: &Run) -> Option<f64> {
+    Some((run.results.non_2xx_3xx + run.results.errors.timeout) as f64)
+}
+
+pub fn all() -> Vec<Scenario> {
+    vec![
+        Scenario {
+            name: "healthy",
+            summary: "static nginx, well configured: the control, limited only by CPU",
+            source: "nginx-evaluation-jemalloc-dpdk.txt (static serving baseline)",
+            fault: "none",
+            fix: "none (the same world again)",
+            expected_finding: "server-cpu-saturated",
+            key: Key {
+                label: "nginx worker CPU %",
+                read: |r| proc_max(r, "worker", |p| Some(p.cpu_pct)),
+            },
+            build: |w, _fixed| {
+                w.two_hosts()?;
+                let c = w.client();
+                let s = w.server();
+                let pid = start_nginx(w, &s, &c, &Nginx { listen: listen(), ..Nginx::default() })?;
+                Ok(Setup {
+                    url: url("/1k.bin"),
+                    args: args(&["-c", "50"]),
+                    server_pids: vec![pid],
+                    beside: None,
+                })
+            },
+        },
+        Scenario {
+            name: "listen-backlog",
+            summary: "listen backlog and somaxconn of 10 under many new connections",
+            source: "throughput-drop-case-study.txt (`listen 80 backlog=10`, somaxconn = 10)",
+            fault: "nginx `listen ... backlog=10`, net.core.somaxconn=10, one connection per request",
+            fix: "`backlog=4096` and net.core.somaxconn=4096",
+            expected_finding: "listen-queue-overflow",
+            key: Key {
+                label: "TcpExt.ListenOverflows",
+                read: |r| counter(r, "TcpExt.ListenOverflows"),
+            },
+            build: |w, fixed| {
+                w.two_hosts()?;
+                let c = w.client();
+                let s = w.server();
+                let n = if fixed { "4096" } else { "10" };
+                w.sysctl(&s, "net.core.somaxconn", n)?;
+                let opts = if fixed { "backlog=4096" } else { "backlog=10" };
+                let pid = start_nginx(
+                    w,
+                    &s,
+                    &c,
+                    &Nginx {
+                        listen: listen(),
+                        listen_opts: opts,
+                        ..Nginx::default()
+                    },
+                )?;
+                Ok(Setup {
+                    url: url("/1k.bin"),
+                    args: args(&["-c", "300", "--connreqs", "1", "--timeout", "3s"]),
+                    server_pids: vec![pid],
+                    beside: None,
+                })
+            },
+        },
+        Scenario {
+            name: "php-fpm-children",
+            summary: "nginx in front of php-fpm with pm.max_children=5 and a 200 ms script",
+            source: "throughput-drop-case-study.txt (499s, \"server reached max_children setting (5)\")",
+            fault: "php-fpm pm.max_children = 5; the script sleeps 200 ms",
+            fix: "pm.max_children = 60",
+            expected_finding: "upstream-saturated",
+            key: Key {
+                label: "non-2xx + timeouts",
+                read: non_2xx_and_timeouts,
+            },
+            build: |w, fixed| {
+                w.two_hosts()?;
+                let c = w.client();
+                let s = w.server();
+                let sock = w.dir.join("php/fpm.sock").display().to_string();
+                let pm = if fixed {
+                    "pm = static\npm.max_children = 60"
+                } else {
+                    "pm = dynamic\npm.max_children = 5\npm.start_servers = 2\npm.min_spare_servers = 1\npm.max_spare_servers = 3"
+                };
+                let fpm = start_php_fpm(w, &s, &sock, pm, 200)?;
+                let app = w.dir.join("php/app.php").display().to_string();
+                let pid = start_nginx(
+                    w,
+                    &s,
+                    &c,
+                    &Nginx {
+                        listen: listen(),
+                        server_extra: format!(
+                            "location / {{ fastcgi_pass unix:{sock}; fastcgi_param SCRIPT_FILENAME {app}; fastcgi_read_timeout 60s; }}"
+                        ),
+                        ..Nginx::default()
+                    },
+                )?;
+                Ok(Setup {
+                    url: url("/"),
+                    args: args(&["-c", "50", "--timeout", "2s"]),
+                    server_pids: vec![pid, fpm],
+                    beside: None,
+                })
+            },
+        },
+        Scenario {
+            name: "ephemeral-ports",
+            summary: "nginx → php-fpm over TCP without keep-alive, 50 local ports, tw_reuse off",
+            source: "throughput-drop-case-study.txt (connect() failed (99: Cannot assign requested address), ip_local_port_range 20000 20050)",
+            fault: "ip_local_port_range 20000 20049, tcp_tw_reuse=0, no upstream keep-alive",
+            fix: "upstream keep-alive (`keepalive 32` + `fastcgi_keep_conn on`)",
+            expected_finding: "ephemeral-ports-exhausted",
+            key: Key {
+                label: "502 responses",
+                read: |r| Some(r.results.status_codes.get(&502).copied().unwrap_or(0) as f64),
+            },
+            build: |w, fixed| fastcgi_tcp(w, fixed, true),
+        },
+        Scenario {
+            name: "time-wait",
+            summary: "nginx → php-fpm over TCP, a new upstream connection per request",
+            source: "throughput-drop-case-study.txt (timewait 32768, inet_hash_connect hot, tcp_tw_reuse = 0)",
+            fault: "tcp_tw_reuse=0, no upstream keep-alive: every request leaves a TIME_WAIT",
+            fix: "upstream keep-alive (`keepalive 32` + `fastcgi_keep_conn on`)",
+            expected_finding: "time-wait-connect-cost",
+            key: Key {
+                label: "TIME_WAIT max",
+                read: |r| r.evidence.as_ref().map(|e| e.window.time_wait_max as f64),
+            },
+            build: |w, fixed| fastcgi_tcp(w, fixed, false),
+        },
+        Scenario {
+            name: "proxy-buffers",
+            summary: "reverse proxy of a 91 KiB body with proxy_buffers 8 4k",
+            source: "reverse-proxy-throughput-halved.zh.txt (readv returns 4096 bytes, writev 8192)",
+            fault: "`proxy_buffer_size 4k; proxy_buffers 8 4k` (the default on 4 KiB pages)",
+            fix: "`proxy_buffer_size 128k; proxy_buffers 8 128k; proxy_busy_buffers_size 128k`",
+            expected_finding: "small-proxy-buffers",
+            key: Key {
+                label: "proxy bytes per read",
+                read: |r| proc_max(r, "worker", |p| p.bytes_per_read),
+            },
+            build: |w, fixed| {
+                w.two_hosts()?;
+                let c = w.client();
+                let s = w.server();
+                // The upstream: a second nginx in the server namespace on loopback.
+                start_nginx(
+                    w,
+                    &s,
+                    &s,
+                    &Nginx {
+                        name: "upstream",
+                        listen: "127.0.0.1:8081".into(),
+                        ..Nginx::default()
+                    },
+                )?;
+                let buffers = if fixed {
+                    "proxy_buffer_size 128k; proxy_buffers 8 128k; proxy_busy_buffers_size 128k;"
+                } else {
+                    "proxy_buffer_size 4k; proxy_buffers 8 4k; proxy_busy_buffers_size 8k;"
+                };
+                let pid = start_nginx(
+                    w,
+                    &s,
+                    &c,
+                    &Nginx {
+                        listen: listen(),
+                        http_extra: "upstream app { server 127.0.0.1:8081; keepalive 32; }".into(),
+                        server_extra: format!(
+                            "location / {{ proxy_pass http://app; proxy_http_version 1.1; proxy_set_header Connection \"\"; {buffers} }}"
+                        ),
+                        ..Nginx::default()
+                    },
+                )?;
+                Ok(Setup {
+                    url: url("/91k.bin"),
+                    args: args(&["-c", "20"]),
+                    server_pids: vec![pid],
+                    beside: None,
+                })
+            },
+        },
+        Scenario {
+            name: "conn-per-request",
+            summary: "one request per connection, 2 workers, without then with reuseport",
+            source: "dragonflybsd-nginx-study.txt (1/4/14 requests per connection, reuseport on/off)",
+            fault: "a new TCP connection for every request; one shared listen socket",
+            fix: "`listen ... reuseport` (one accept queue per worker)",
+            expected_finding: "new-connection-cost",
+            key: Key {
+                label: "requests/s",
+                read: |r| Some(r.results.requests_per_s),
+            },
+            build: |w, fixed| {
+                w.two_hosts()?;
+                let c = w.client();
+                let s = w.server();
+                let pid = start_nginx(
+                    w,
+                    &s,
+                    &c,
+                    &Nginx {
+                        workers: "2",
+                        listen: listen(),
+                        listen_opts: if fixed { "backlog=4096 reuseport" } else { "backlog=4096" },
+                        ..Nginx::default()
+                    },
+                )?;
+                Ok(Setup {
+                    url: url("/1k.bin"),
+                    args: args(&["-c", "100", "--connreqs", "1"]),
+                    server_pids: vec![pid],
+                    beside: None,
+                })
+            },
+        },
+        Scenario {
+            name: "cpu-contention",
+            summary: "a CPU hog on the core of the single nginx worker",
+            source: "nginx-tail-latencies.txt (run-queue delay from a process hogging the worker's CPU)",
+            fault: "a busy loop pinned to the worker's CPU at normal priority",
+            fix: "the hog moved to SCHED_IDLE (`chrt --idle 0`): it only runs when the worker does not",
+            expected_finding: "run-queue-delay",
+            key: Key {
+                label: "worker run delay ms/s",
+                read: |r| proc_max(r, "worker", |p| p.run_delay_ms_per_s),
+            },
+            build: |w, fixed| {
+                w.two_hosts()?;
+                let c = w.client();
+                let s = w.server();
+                let pid = start_nginx(
+                    w,
+                    &s,
+                    &c,
+                    &Nginx {
+                        listen: listen(),
+                        main_extra: "worker_cpu_affinity 10;".into(),
+                        ..Nginx::default()
+                    },
+                )?;
+                let mut hog = vec!["taskset", "-c", "1"];
+                if fixed {
+                    hog.extend(["chrt", "--idle", "0"]);
+                }
+                hog.extend(["sh", "-c", "while :; do :; done"]);
+                w.spawn(&s, "hog", &hog)?;
+                Ok(Setup {
+                    url: url("/1k.bin"),
+                    args: args(&["-c", "20", "-t", "1"]),
+                    server_pids: vec![pid],
+                    beside: None,
+                })
+            },
+        },
+        Scenario {
+            name: "event-loop-stall",
+            summary: "the nginx worker blocks 150 ms every second",
+            source: "nginx-tail-latencies.txt (a blocking log reopen stalls every connection of the worker)",
+            fault: "the worker is stopped (SIGSTOP) for 150 ms every second, as a blocking call would",
+            fix: "nothing blocks the worker",
+            expected_finding: "event-loop-stall",
+            key: Key {
+                label: "p99 latency ms",
+                read: |r| {
+                    r.results
+                        .latency
+                        .percentiles
+                        .iter()
+                        .find(|p| p.p == 99.0)
+                        .map(|p| p.us as f64 / 1e3)
+                },
+            },
+            build: |w, fixed| {
+                w.two_hosts()?;
+                let c = w.client();
+                let s = w.server();
+                let pid = start_nginx(w, &s, &c, &Nginx { listen: listen(), ..Nginx::default() })?;
+                let beside = (!fixed).then(|| {
+                    let workers = children(pid);
+                    Beside::every(Duration::from_millis(850), move || {
+                        for &wk in &workers {
+                            unsafe { libc::kill(wk, libc::SIGSTOP) };
+                        }
+                        std::thread::sleep(Duration::from_millis(150));
+                        for &wk in &workers {
+                            unsafe { libc::kill(wk, libc::SIGCONT) };
+                        }
+                    })
+                });
+                Ok(Setup {
+                    url: url("/1k.bin"),
+                    args: args(&["-c", "20"]),
+                    server_pids: vec![pid],
+                    beside,
+                })
+            },
+        },
+        Scenario {
+            name: "slow-link",
+            summary: "a 1 MiB text file over a 100 Mbit/s link",
+            source: "nginx-evaluation-jemalloc-dpdk.txt (bound by the NIC at 98% link utilisation)",
+            fault: "`tc tbf rate 100mbit` on the server's link",
+            fix: "`gzip on` for text: the same pages in a fraction of the bytes",
+            expected_finding: "link-saturated",
+            key: Key {
+                label: "MB/s read",
+                read: |r| Some(r.results.bytes_per_s / 1e6),
+            },
+            build: |w, fixed| {
+                w.two_hosts()?;
+                let c = w.client();
+                let s = w.server();
+                w.rate_limit(&s, "100mbit")?;
+                let gzip = if fixed {
+                    "gzip on; gzip_types text/plain; gzip_comp_level 1;"
+                } else {
+                    ""
+                };
+                let pid = start_nginx(
+                    w,
+                    &s,
+                    &c,
+                    &Nginx {
+                        listen: listen(),
+                        http_extra: gzip.into(),
+                        ..Nginx::default()
+                    },
+                )?;
+                Ok(Setup {
+                    url: url("/1m.txt"),
+                    args: args(&["-c", "10", "-H", "Accept-Encoding: gzip", "--timeout", "5s"]),
+                    server_pids: vec![pid],
+                    beside: None,
+                })
+            },
+        },
+        Scenario {
+            name: "client-bound",
+            summary: "the load generator with one thread against a server that can do more",
+            source: "dragonflybsd-nginx-study.txt (the modified wrk: a client that is never the bottleneck)",
+            fault: "loadlens -t 1, one connection per request, nginx with 2 workers",
+            fix: "loadlens -t 2 (on a 2-core machine; use another machine for real numbers)",
+            expected_finding: "client-saturated",
+            key: Key {
+                label: "client busy %",
+                read: |r| Some(r.client.busy_pct_mean),
+            },
+            build: |w, fixed| {
+                w.two_hosts()?;
+                let c = w.client();
+                let s = w.server();
+                let pid = start_nginx(
+                    w,
+                    &s,
+                    &c,
+                    &Nginx {
+                        workers: "2",
+                        listen: listen(),
+                        ..Nginx::default()
+                    },
+                )?;
+                let t = if fixed { "2" } else { "1" };
+                Ok(Setup {
+                    url: url("/1k.bin"),
+                    args: args(&["-c", "40", "-t", t]),
+                    server_pids: vec![pid],
+                    beside: None,
+                })
+            },
+        },
+    ]
+}
+
+/// nginx → php-fpm over TCP on loopback in the server namespace (the published case's
+/// 127.0.0.1:9000), with or without upstream keep-alive.
+fn fastcgi_tcp(w: &mut World, fixed: bool, tiny_port_range: bool) -> anyhow::Result<Setup> {
+    w.two_hosts()?;
+    let c = w.client();
+    let s = w.server();
+    w.sysctl(&s, "net.ipv4.tcp_tw_reuse", "0")?;
+    if tiny_port_range {
+        w.sysctl(&s, "net.ipv4.ip_local_port_range", "20000 20049")?;
+    }
+    let fpm = start_php_fpm(
+        w,
+        &s,
+        "127.0.0.1:9000",
+        "pm = static\npm.max_children = 8",
+        0,
+    )?;
+    let app = w.dir.join("php/app.php").display().to_string();
+    let (upstream, keep) = if fixed {
+        (
+            "upstream fpm { server 127.0.0.1:9000; keepalive 32; }",
+            "fastcgi_keep_conn on;",
+        )
+    } else {
+        ("upstream fpm { server 127.0.0.1:9000; }", "")
+    };
+    let pid = start_nginx(
+        w,
+        &s,
+        &c,
+        &Nginx {
+            listen: listen(),
+            http_extra: upstream.into(),
+            server_extra: format!(
+                "location / {{ fastcgi_pass fpm; {keep} fastcgi_param SCRIPT_FILENAME {app}; }}"
+            ),
+            ..Nginx::default()
+        },
+    )?;
+    Ok(Setup {
+        url: url("/"),
+        args: args(&["-c", "20"]),
+        server_pids: vec![pid, fpm],
+        beside: None,
+    })
+}

@@ -1,0 +1,375 @@
+//! A lab world: network namespaces joined by veth, sysctls set inside them, servers
+//! started inside them with generated configs in a temp dir — and all of it removed on
+//! drop, on error and on Ctrl-C. A world left by a killed run is found by the pid in
+//! its names and removed at the next start.
+//!
+//! Every command is run through [`World::cmd`], which prints it with `--verbose` so a
+//! person can rebuild the world by hand.
+
+use std::fs;
+use std::os::unix::process::CommandExt;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use anyhow::{bail, Context};
+
+/// Prefix of every namespace and temp dir the lab makes: `ll-<pid>-…`.
+const PREFIX: &str = "ll-";
+
+/// Addresses inside the worlds (they exist only inside its namespaces).
+pub const CLIENT_IP: &str = "10.77.0.1";
+pub const SERVER_IP: &str = "10.77.0.2";
+
+pub struct World {
+    /// `ll-<pid>-<scenario>`: the stem of the namespace names.
+    pub id: String,
+    pub dir: PathBuf,
+    pub verbose: bool,
+    namespaces: Vec<String>,
+    children: Vec<(String, Child)>,
+}
+
+impl World {
+    /// Removes stale worlds, then makes an empty one for `scenario`.
+    pub fn new(scenario: &str, verbose: bool) -> anyhow::Result<World> {
+        if unsafe { libc::geteuid() } != 0 {
+            bail!("loadlens lab needs root: it creates network namespaces (ip netns) and sets sysctls inside them — run it with sudo");
+        }
+        for need in ["ip", "tc"] {
+            if which(need).is_none() {
+                bail!("`{need}` not found: install iproute2");
+            }
+        }
+        clean_stale(verbose);
+        let id = format!("{PREFIX}{}-{scenario}", std::process::id());
+        let dir =
+            std::env::temp_dir().join(format!("loadlens-lab-{}-{scenario}", std::process::id()));
+        if dir.exists() {
+            fs::remove_dir_all(&dir).ok();
+        }
+        fs::create_dir_all(&dir).with_context(|| format!("cannot create {}", dir.display()))?;
+        set_mode(&dir, 0o755);
+        Ok(World {
+            id,
+            dir,
+            verbose,
+            namespaces: Vec::new(),
+            children: Vec::new(),
+        })
+    }
+
+    pub fn client(&self) -> String {
+        format!("{}-c", self.id)
+    }
+    pub fn server(&self) -> String {
+        format!("{}-s", self.id)
+    }
+
+    /// Runs a command to completion; fails with its stderr.
+    pub fn cmd(&self, args: &[&str]) -> anyhow::Result<String> {
+        if self.verbose {
+            eprintln!("+ {}", args.join(" "));
+        }
+        let out = Command::new(args[0])
+            .args(&args[1..])
+            .stdin(Stdio::null())
+            .output()
+            .with_context(|| format!("cannot run {}", args[0]))?;
+        if !out.status.success() {
+            bail!(
+                "`{}` failed: {}",
+                args.join(" "),
+                String::from_utf8_lossy(&out.stderr).trim()
+            );
+        }
+        Ok(String::from_utf8_lossy(&out.stdout).to_string())
+    }
+
+    /// Runs a command inside namespace `ns`.
+    pub fn ns_cmd(&self, ns: &str, args: &[&str]) -> anyhow::Result<String> {
+        let mut full = vec!["ip", "netns", "exec", ns];
+        full.extend_from_slice(args);
+        self.cmd(&full)
+    }
+
+    /// The client and server namespaces joined by a veth pair (10.77.0.1 ↔ 10.77.0.2).
+    pub fn two_hosts(&mut self) -> anyhow::Result<()> {
+        let (c, s) = (self.client(), self.server());
+        for ns in [&c, &s] {
+            self.cmd(&["ip", "netns", "add", ns])?;
+            self.namespaces.push(ns.clone());
+        }
+        // Created directly inside the namespaces: no interface ever exists on the host.
+        self.cmd(&[
+            "ip", "link", "add", "veth0", "netns", &c, "type", "veth", "peer", "name", "veth0",
+            "netns", &s,
+        ])?;
+        for (ns, ip) in [(&c, CLIENT_IP), (&s, SERVER_IP)] {
+            self.ns_cmd(
+                ns,
+                &["ip", "addr", "add", &format!("{ip}/24"), "dev", "veth0"],
+            )?;
+            self.ns_cmd(ns, &["ip", "link", "set", "veth0", "up"])?;
+            self.ns_cmd(ns, &["ip", "link", "set", "lo", "up"])?;
+        }
+        Ok(())
+    }
+
+    /// Sets a per-namespace sysctl (never a host one).
+    pub fn sysctl(&self, ns: &str, key: &str, value: &str) -> anyhow::Result<()> {
+        self.ns_cmd(ns, &["sysctl", "-q", "-w", &format!("{key}={value}")])
+            .map(|_| ())
+    }
+
+    /// Limits what `ns` sends on veth0 with a token bucket (`tc tbf`), like a slower NIC.
+    /// (This kernel has no `netem`, so no delay or loss emulation.)
+    pub fn rate_limit(&self, ns: &str, rate: &str) -> anyhow::Result<()> {
+        self.ns_cmd(
+            ns,
+            &[
+                "tc", "qdisc", "add", "dev", "veth0", "root", "tbf", "rate", rate, "burst", "64kb",
+                "latency", "100ms",
+            ],
+        )
+        .map(|_| ())
+    }
+
+    /// Starts a long-running process inside `ns`; its output goes to `DIR/<name>.log`.
+    /// It gets SIGTERM if loadlens dies, and is stopped when the world is dropped.
+    pub fn spawn(&mut self, ns: &str, name: &str, args: &[&str]) -> anyhow::Result<i32> {
+        let log = self.dir.join(format!("{name}.log"));
+        let f = fs::File::create(&log)?;
+        if self.verbose {
+            eprintln!("+ ip netns exec {ns} {} &", args.join(" "));
+        }
+        let mut cmd = Command::new("ip");
+        cmd.args(["netns", "exec", ns])
+            .args(args)
+            .stdin(Stdio::null())
+            .stdout(f.try_clone()?)
+            .stderr(f);
+        // SAFETY: prctl in the child before exec; async-signal-safe.
+        unsafe {
+            cmd.pre_exec(|| {
+                libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGTERM);
+                Ok(())
+            });
+        }
+        let child = cmd
+            .spawn()
+            .with_context(|| format!("cannot start {name}"))?;
+        let pid = child.id() as i32;
+        self.children.push((name.to_string(), child));
+        Ok(pid)
+    }
+
+    /// The log of a process started with [`World::spawn`].
+    pub fn log(&self, name: &str) -> String {
+        fs::read_to_string(self.dir.join(format!("{name}.log"))).unwrap_or_default()
+    }
+
+    /// Fails (with the process's log) if `name` has exited.
+    pub fn check_alive(&mut self, name: &str) -> anyhow::Result<()> {
+        for (n, c) in self.children.iter_mut() {
+            if n == name {
+                if let Ok(Some(st)) = c.try_wait() {
+                    bail!("{name} exited ({st}):\n{}", self.log(name));
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// Waits until `addr` accepts TCP connections from inside `ns`.
+    pub fn wait_tcp(&mut self, ns: &str, addr: &str, name: &str) -> anyhow::Result<()> {
+        let t0 = Instant::now();
+        let ns_path = format!("/run/netns/{ns}");
+        let addr: std::net::SocketAddr = addr.parse()?;
+        loop {
+            self.check_alive(name)?;
+            let ok = in_netns(&ns_path, move || {
+                std::net::TcpStream::connect_timeout(&addr, Duration::from_millis(200)).is_ok()
+            })?;
+            if ok {
+                return Ok(());
+            }
+            if t0.elapsed() > Duration::from_secs(10) {
+                bail!(
+                    "{name} did not accept connections on {addr} within 10s:\n{}",
+                    self.log(name)
+                );
+            }
+            std::thread::sleep(Duration::from_millis(50));
+        }
+    }
+
+    /// Waits until a file exists (a unix socket, a pid file).
+    pub fn wait_file(&mut self, path: &Path, name: &str) -> anyhow::Result<()> {
+        let t0 = Instant::now();
+        while !path.exists() {
+            self.check_alive(name)?;
+            if t0.elapsed() > Duration::from_secs(10) {
+                bail!(
+                    "{name} did not create {} within 10s:\n{}",
+                    path.display(),
+                    self.log(name)
+                );
+            }
+            std::thread::sleep(Duration::from_millis(50));
+        }
+        Ok(())
+    }
+
+    /// Stops one process started with [`World::spawn`] (to restart it with another
+    /// configuration).
+    pub fn stop(&mut self, name: &str) {
+        let mut i = 0;
+        while i < self.children.len() {
+            if self.children[i].0 == name {
+                let (_, c) = self.children.remove(i);
+                terminate(c);
+            } else {
+                i += 1;
+            }
+        }
+    }
+
+    /// Writes a file in the world's dir, readable by the servers' unprivileged users.
+    pub fn write(&self, rel: &str, content: &[u8]) -> anyhow::Result<PathBuf> {
+        let p = self.dir.join(rel);
+        if let Some(parent) = p.parent() {
+            fs::create_dir_all(parent)?;
+            let mut d = parent.to_path_buf();
+            while d.starts_with(&self.dir) {
+                set_mode(&d, 0o755);
+                if !d.pop() {
+                    break;
+                }
+            }
+        }
+        fs::write(&p, content)?;
+        set_mode(&p, 0o644);
+        Ok(p)
+    }
+}
+
+impl Drop for World {
+    fn drop(&mut self) {
+        for (_, c) in self.children.drain(..).rev() {
+            terminate(c);
+        }
+        for ns in self.namespaces.drain(..).rev() {
+            remove_namespace(&ns, self.verbose);
+        }
+        let _ = fs::remove_dir_all(&self.dir);
+    }
+}
+
+/// SIGTERM, then SIGKILL after 2 s.
+fn terminate(mut c: Child) {
+    unsafe {
+        libc::kill(c.id() as i32, libc::SIGTERM);
+    }
+    let t0 = Instant::now();
+    while t0.elapsed() < Duration::from_secs(2) {
+        if let Ok(Some(_)) = c.try_wait() {
+            return;
+        }
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    let _ = c.kill();
+    let _ = c.wait();
+}
+
+/// Kills every process left in `ns`, then deletes it.
+fn remove_namespace(ns: &str, verbose: bool) {
+    if verbose {
+        eprintln!("+ ip netns del {ns}");
+    }
+    for sig in [libc::SIGTERM, libc::SIGKILL] {
+        let pids = Command::new("ip")
+            .args(["netns", "pids", ns])
+            .output()
+            .map(|o| String::from_utf8_lossy(&o.stdout).to_string())
+            .unwrap_or_default();
+        let pids: Vec<i32> = pids
+            .split_whitespace()
+            .filter_map(|p| p.parse().ok())
+            .collect();
+        if pids.is_empty() {
+            break;
+        }
+        for p in pids {
+            unsafe {
+                libc::kill(p, sig);
+            }
+        }
+        std::thread::sleep(Duration::from_millis(300));
+    }
+    let _ = Command::new("ip").args(["netns", "del", ns]).status();
+}
+
+/// Removes worlds whose owner (the pid in their names) is gone.
+pub fn clean_stale(verbose: bool) {
+    let alive = |pid: &str| Path::new(&format!("/proc/{pid}")).exists();
+    let list = Command::new("ip")
+        .args(["netns", "list"])
+        .output()
+        .map(|o| String::from_utf8_lossy(&o.stdout).to_string())
+        .unwrap_or_default();
+    for line in list.lines() {
+        let ns = line.split_whitespace().next().unwrap_or("");
+        if let Some(rest) = ns.strip_prefix(PREFIX) {
+            let pid = rest.split('-').next().unwrap_or("");
+            if !pid.is_empty() && pid.bytes().all(|b| b.is_ascii_digit()) && !alive(pid) {
+                eprintln!("note: removing network namespace {ns} left by a killed lab run");
+                remove_namespace(ns, verbose);
+            }
+        }
+    }
+    if let Ok(rd) = fs::read_dir(std::env::temp_dir()) {
+        for e in rd.flatten() {
+            let name = e.file_name().to_string_lossy().to_string();
+            if let Some(rest) = name.strip_prefix("loadlens-lab-") {
+                let pid = rest.split('-').next().unwrap_or("");
+                if !pid.is_empty() && !alive(pid) {
+                    let _ = fs::remove_dir_all(e.path());
+                }
+            }
+        }
+    }
+}
+
+/// Runs `f` on a thread that has joined the network namespace at `ns_path`.
+pub fn in_netns<T: Send + 'static>(
+    ns_path: &str,
+    f: impl FnOnce() -> T + Send + 'static,
+) -> anyhow::Result<T> {
+    let ns_path = ns_path.to_string();
+    std::thread::spawn(move || -> anyhow::Result<T> {
+        use std::os::fd::AsRawFd;
+        let file = fs::File::open(&ns_path).with_context(|| format!("cannot open {ns_path}"))?;
+        // SAFETY: setns on a namespace fd we hold; affects only this thread.
+        if unsafe { libc::setns(file.as_raw_fd(), libc::CLONE_NEWNET) } != 0 {
+            return Err(std::io::Error::last_os_error()).context("setns");
+        }
+        Ok(f())
+    })
+    .join()
+    .map_err(|_| anyhow::anyhow!("namespace thread panicked"))?
+}
+
+fn set_mode(p: &Path, mode: u32) {
+    use std::os::unix::fs::PermissionsExt;
+    let _ = fs::set_permissions(p, fs::Permissions::from_mode(mode));
+}
+
+pub fn which(cmd: &str) -> Option<PathBuf> {
+    std::env::var_os("PATH").and_then(|paths| {
+        std::env::split_paths(&paths)
+            .chain(["/usr/sbin".into(), "/sbin".into()])
+            .map(|d| d.join(cmd))
+            .find(|p| p.is_file())
+    })
+}
