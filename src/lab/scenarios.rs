@@ -204,7 +204,7 @@ pub fn all() -> Vec<Scenario> {
                     &Nginx {
                         listen: listen(),
                         server_extra: format!(
-                            "location / {{ fastcgi_pass unix:{sock}; fastcgi_param SCRIPT_FILENAME {app}; fastcgi_read_timeout 60s; }}"
+                            "location / {{ fastcgi_pass unix:{sock}; include /etc/nginx/fastcgi_params; fastcgi_param SCRIPT_FILENAME {app}; fastcgi_read_timeout 60s; }}"
                         ),
                         ..Nginx::default()
                     },
@@ -219,29 +219,29 @@ pub fn all() -> Vec<Scenario> {
         },
         Scenario {
             name: "ephemeral-ports",
-            summary: "nginx → php-fpm over TCP without keep-alive, 50 local ports, tw_reuse off",
+            summary: "reverse proxy without upstream keep-alive, 50 local ports, tw_reuse off",
             source: "throughput-drop-case-study.txt (connect() failed (99: Cannot assign requested address), ip_local_port_range 20000 20050)",
             fault: "ip_local_port_range 20000 20049, tcp_tw_reuse=0, no upstream keep-alive",
-            fix: "upstream keep-alive (`keepalive 32` + `fastcgi_keep_conn on`)",
+            fix: "`keepalive 32; keepalive_requests 1000000;` in the upstream block: connections reused",
             expected_finding: "ephemeral-ports-exhausted",
             key: Key {
                 label: "502 responses",
                 read: |r| Some(r.results.status_codes.get(&502).copied().unwrap_or(0) as f64),
             },
-            build: |w, fixed| fastcgi_tcp(w, fixed, true),
+            build: |w, fixed| proxy_no_keepalive(w, fixed, true),
         },
         Scenario {
             name: "time-wait",
-            summary: "nginx → php-fpm over TCP, a new upstream connection per request",
+            summary: "reverse proxy opening a new upstream connection per request",
             source: "throughput-drop-case-study.txt (timewait 32768, inet_hash_connect hot, tcp_tw_reuse = 0)",
             fault: "tcp_tw_reuse=0, no upstream keep-alive: every request leaves a TIME_WAIT",
-            fix: "upstream keep-alive (`keepalive 32` + `fastcgi_keep_conn on`)",
+            fix: "`keepalive 32; keepalive_requests 1000000;` in the upstream block: connections reused",
             expected_finding: "time-wait-connect-cost",
             key: Key {
                 label: "TIME_WAIT max",
                 read: |r| r.evidence.as_ref().map(|e| e.window.time_wait_max as f64),
             },
-            build: |w, fixed| fastcgi_tcp(w, fixed, false),
+            build: |w, fixed| proxy_no_keepalive(w, fixed, false),
         },
         Scenario {
             name: "proxy-buffers",
@@ -487,9 +487,11 @@ pub fn all() -> Vec<Scenario> {
     ]
 }
 
-/// nginx → php-fpm over TCP on loopback in the server namespace (the published case's
-/// 127.0.0.1:9000), with or without upstream keep-alive.
-fn fastcgi_tcp(w: &mut World, fixed: bool, tiny_port_range: bool) -> anyhow::Result<Setup> {
+/// nginx as a reverse proxy to an upstream nginx on loopback in the server namespace,
+/// asking for keep-alive (`proxy_http_version 1.1`, empty `Connection`) but — the
+/// fault — with no `keepalive` cache in the `upstream` block, so the proxy closes every
+/// upstream connection after one request and keeps its TIME_WAIT. The fix adds the cache.
+fn proxy_no_keepalive(w: &mut World, fixed: bool, tiny_port_range: bool) -> anyhow::Result<Setup> {
     w.two_hosts()?;
     let c = w.client();
     let s = w.server();
@@ -497,21 +499,23 @@ fn fastcgi_tcp(w: &mut World, fixed: bool, tiny_port_range: bool) -> anyhow::Res
     if tiny_port_range {
         w.sysctl(&s, "net.ipv4.ip_local_port_range", "20000 20049")?;
     }
-    let fpm = start_php_fpm(
+    start_nginx(
         w,
         &s,
-        "127.0.0.1:9000",
-        "pm = static\npm.max_children = 8",
-        0,
+        &s,
+        &Nginx {
+            name: "upstream",
+            listen: "127.0.0.1:8081".into(),
+            ..Nginx::default()
+        },
     )?;
-    let app = w.dir.join("php/app.php").display().to_string();
-    let (upstream, keep) = if fixed {
-        (
-            "upstream fpm { server 127.0.0.1:9000; keepalive 32; }",
-            "fastcgi_keep_conn on;",
-        )
+    // The upstream block's own keepalive_requests (default 1000) makes the proxy close
+    // each cached connection after 1000 requests: at tens of thousands of requests per
+    // second that alone churns ports, so the fix raises it too.
+    let upstream = if fixed {
+        "upstream app { server 127.0.0.1:8081; keepalive 32; keepalive_requests 1000000; }"
     } else {
-        ("upstream fpm { server 127.0.0.1:9000; }", "")
+        "upstream app { server 127.0.0.1:8081; }"
     };
     let pid = start_nginx(
         w,
@@ -520,16 +524,14 @@ fn fastcgi_tcp(w: &mut World, fixed: bool, tiny_port_range: bool) -> anyhow::Res
         &Nginx {
             listen: listen(),
             http_extra: upstream.into(),
-            server_extra: format!(
-                "location / {{ fastcgi_pass fpm; {keep} fastcgi_param SCRIPT_FILENAME {app}; }}"
-            ),
+            server_extra: "location / { proxy_pass http://app; proxy_http_version 1.1; proxy_set_header Connection \"\"; }".into(),
             ..Nginx::default()
         },
     )?;
     Ok(Setup {
-        url: url("/"),
+        url: url("/1k.bin"),
         args: args(&["-c", "20"]),
-        server_pids: vec![pid, fpm],
+        server_pids: vec![pid],
         beside: None,
     })
 }
