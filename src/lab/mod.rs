@@ -82,6 +82,7 @@ fn run_once(
     let mut cmd = Command::new("ip");
     let dur = format!("{}ms", opts.duration.as_millis());
     cmd.args(["netns", "exec", &w.client()])
+        .args(&setup.client_prefix)
         .arg(&exe)
         .args(["run", &setup.url, "-d", &dur, "--latency", "--json"])
         .arg(&json)

@@ -17,6 +17,8 @@ pub struct Setup {
     pub args: Vec<String>,
     /// Server processes to watch (masters; their children come along).
     pub server_pids: Vec<i32>,
+    /// Runs loadlens under this command (e.g. `taskset -c 0`).
+    pub client_prefix: Vec<String>,
     /// Something running beside the load (a CPU hog's stopper, a stall injector),
     /// stopped when dropped.
     pub beside: Option<Beside>,
@@ -135,6 +137,7 @@ pub fn all() -> Vec<Scenario> {
                     args: args(&["-c", "50"]),
                     server_pids: vec![pid],
                     beside: None,
+                    client_prefix: Vec::new(),
                 })
             },
         },
@@ -171,6 +174,7 @@ pub fn all() -> Vec<Scenario> {
                     args: args(&["-c", "300", "--connreqs", "1", "--timeout", "3s"]),
                     server_pids: vec![pid],
                     beside: None,
+                    client_prefix: Vec::new(),
                 })
             },
         },
@@ -214,6 +218,7 @@ pub fn all() -> Vec<Scenario> {
                     args: args(&["-c", "50", "--timeout", "2s"]),
                     server_pids: vec![pid, fpm],
                     beside: None,
+                    client_prefix: Vec::new(),
                 })
             },
         },
@@ -292,6 +297,7 @@ pub fn all() -> Vec<Scenario> {
                     args: args(&["-c", "20"]),
                     server_pids: vec![pid],
                     beside: None,
+                    client_prefix: Vec::new(),
                 })
             },
         },
@@ -326,6 +332,7 @@ pub fn all() -> Vec<Scenario> {
                     args: args(&["-c", "100", "--connreqs", "1"]),
                     server_pids: vec![pid],
                     beside: None,
+                    client_prefix: Vec::new(),
                 })
             },
         },
@@ -365,6 +372,7 @@ pub fn all() -> Vec<Scenario> {
                     args: args(&["-c", "20", "-t", "1"]),
                     server_pids: vec![pid],
                     beside: None,
+                    client_prefix: Vec::new(),
                 })
             },
         },
@@ -376,13 +384,13 @@ pub fn all() -> Vec<Scenario> {
             fix: "nothing blocks the worker",
             expected_finding: "event-loop-stall",
             key: Key {
-                label: "p99 latency ms",
+                label: "p99.99 latency ms",
                 read: |r| {
                     r.results
                         .latency
                         .percentiles
                         .iter()
-                        .find(|p| p.p == 99.0)
+                        .find(|p| p.p == 99.99)
                         .map(|p| p.us as f64 / 1e3)
                 },
             },
@@ -408,6 +416,7 @@ pub fn all() -> Vec<Scenario> {
                     args: args(&["-c", "20"]),
                     server_pids: vec![pid],
                     beside,
+                    client_prefix: Vec::new(),
                 })
             },
         },
@@ -419,8 +428,12 @@ pub fn all() -> Vec<Scenario> {
             fix: "`gzip on` for text: the same pages in a fraction of the bytes",
             expected_finding: "link-saturated",
             key: Key {
-                label: "MB/s read",
-                read: |r| Some(r.results.bytes_per_s / 1e6),
+                label: "server link Mbit/s",
+                read: |r| {
+                    let e = r.evidence.as_ref()?;
+                    let i = e.window.ifaces.iter().find(|i| i.name == "veth0")?;
+                    Some(i.tx_bytes_per_s * 8.0 / 1e6)
+                },
             },
             build: |w, fixed| {
                 w.two_hosts()?;
@@ -447,19 +460,24 @@ pub fn all() -> Vec<Scenario> {
                     args: args(&["-c", "10", "-H", "Accept-Encoding: gzip", "--timeout", "5s"]),
                     server_pids: vec![pid],
                     beside: None,
+                    client_prefix: Vec::new(),
                 })
             },
         },
         Scenario {
             name: "client-bound",
-            summary: "the load generator with one thread against a server that can do more",
-            source: "dragonflybsd-nginx-study.txt (the modified wrk: a client that is never the bottleneck)",
-            fault: "loadlens -t 1, one connection per request, nginx with 2 workers",
-            fix: "loadlens -t 2 (on a 2-core machine; use another machine for real numbers)",
+            summary: "the load generator starved of CPU: it, not the server, sets the pace",
+            source: "dragonflybsd-nginx-study.txt (the modified wrk: a client that must never be the bottleneck)",
+            fault: "loadlens pinned to CPU 0 beside a busy loop; nginx (1 worker) on CPU 1",
+            fix: "the busy loop removed: loadlens has CPU 0 to itself",
             expected_finding: "client-saturated",
             key: Key {
-                label: "client busy %",
-                read: |r| Some(r.client.busy_pct_mean),
+                label: "client run delay ms/s",
+                read: |r| {
+                    let t = &r.client.threads;
+                    let total: f64 = t.iter().filter_map(|t| t.run_delay_ms).sum();
+                    Some(total / r.results.duration_s.max(1e-9))
+                },
             },
             build: |w, fixed| {
                 w.two_hosts()?;
@@ -470,17 +488,20 @@ pub fn all() -> Vec<Scenario> {
                     &s,
                     &c,
                     &Nginx {
-                        workers: "2",
                         listen: listen(),
+                        main_extra: "worker_cpu_affinity 10;".into(),
                         ..Nginx::default()
                     },
                 )?;
-                let t = if fixed { "2" } else { "1" };
+                if !fixed {
+                    w.spawn(&c, "hog", &["taskset", "-c", "0", "sh", "-c", "while :; do :; done"])?;
+                }
                 Ok(Setup {
                     url: url("/1k.bin"),
-                    args: args(&["-c", "40", "-t", t]),
+                    args: args(&["-c", "40", "-t", "1"]),
                     server_pids: vec![pid],
                     beside: None,
+                    client_prefix: args(&["taskset", "-c", "0"]),
                 })
             },
         },
@@ -533,5 +554,6 @@ fn proxy_no_keepalive(w: &mut World, fixed: bool, tiny_port_range: bool) -> anyh
         args: args(&["-c", "20"]),
         server_pids: vec![pid],
         beside: None,
+        client_prefix: Vec::new(),
     })
 }
