@@ -10,6 +10,11 @@ want nginx nginx-light
 want openssl openssl
 want ip iproute2
 want taskset util-linux
+want setpriv util-linux
+want pgrep procps
+want sysctl procps
+want chrt util-linux
+ls /usr/sbin/php-fpm* >/dev/null 2>&1 || need+=(php-fpm)
 if [ "$what" = bench ]; then
   want wrk wrk
   want ab apache2-utils
@@ -24,8 +29,11 @@ if [ ${#need[@]} -gt 0 ]; then
   echo "installing: ${need[*]}" >&2
   apt-get update -qq
   DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends "${need[@]}" >/dev/null
-  # Debian starts the packaged nginx on port 80; loadlens's tests start their own.
-  if command -v systemctl >/dev/null 2>&1; then systemctl disable --now nginx >/dev/null 2>&1 || true; fi
+  # Debian may start the packaged services; loadlens's tests and lab start their own.
+  if command -v systemctl >/dev/null 2>&1; then
+    systemctl disable --now nginx >/dev/null 2>&1 || true
+    systemctl disable --now 'php*-fpm' >/dev/null 2>&1 || true
+  fi
 fi
 
 if ! command -v cargo >/dev/null 2>&1; then

@@ -96,10 +96,26 @@ fn run_once(
     if opts.verbose {
         eprintln!("+ {cmd:?}");
     }
-    let status = cmd
-        .status()
+    let mut child = cmd
+        .spawn()
         .context("cannot run loadlens in the client namespace")?;
+    // Ctrl-C reaches loadlens through us (it may not share our terminal): forward it,
+    // so the run ends early, reports, and the world is removed.
+    let mut forwarded = false;
+    let status = loop {
+        if let Some(st) = child.try_wait()? {
+            break st;
+        }
+        if stop.load(Ordering::Relaxed) && !forwarded {
+            forward_interrupt(child.id() as i32);
+            forwarded = true;
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    };
     drop(setup.beside);
+    if stop.load(Ordering::Relaxed) {
+        bail!("interrupted");
+    }
     if !status.success() {
         bail!("loadlens run failed in scenario {} ({status})", sc.name);
     }
@@ -123,6 +139,14 @@ fn run_once(
         let _ = std::io::stdin().read_line(&mut line);
     }
     Ok(run)
+}
+
+/// Sends SIGINT to `ip netns exec`'s program (ip execs it, so the pid is loadlens).
+fn forward_interrupt(pid: i32) {
+    // SAFETY: kill(2) on a child we started.
+    unsafe {
+        libc::kill(pid, libc::SIGINT);
+    }
 }
 
 /// `lab run NAME [--fix]`.

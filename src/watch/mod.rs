@@ -852,7 +852,13 @@ fn sampler(spec: WatchSpec, stop: mpsc::Receiver<()>, ready: mpsc::Sender<()>) -
         missing: BTreeSet::new(),
         warnings,
         clk_tck,
-        speeds: link_speeds(),
+        // /sys/class/net shows the namespace that mounted /sys, not the one this thread
+        // joined: link speeds are only known for loadlens's own namespace.
+        speeds: if netns == "loadlens" {
+            link_speeds()
+        } else {
+            BTreeMap::new()
+        },
     };
     let host = reader.host_facts();
     let topology = found.topology;

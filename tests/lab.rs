@@ -1,0 +1,387 @@
+//! Every lab scenario, run for real (root, network namespaces, Debian's nginx and
+//! php-fpm): the fault's counter moves in the Run's evidence and the fix removes it.
+//! Afterwards no namespace, process or temp dir is left and host sysctls are unchanged.
+//!
+//! Scenarios run one at a time (a lock): several load tests at once on a 2-core machine
+//! would measure each other.
+
+mod common;
+
+use std::process::Command;
+use std::sync::Mutex;
+
+use serde_json::Value;
+
+static SERIAL: Mutex<()> = Mutex::new(());
+
+/// Host sysctls a lab run must never touch.
+const HOST_SYSCTLS: &[&str] = &[
+    "net/core/somaxconn",
+    "net/ipv4/ip_local_port_range",
+    "net/ipv4/tcp_tw_reuse",
+    "net/ipv4/tcp_syncookies",
+];
+
+fn host_sysctls() -> Vec<String> {
+    HOST_SYSCTLS
+        .iter()
+        .map(|k| std::fs::read_to_string(format!("/proc/sys/{k}")).unwrap())
+        .collect()
+}
+
+fn lab_namespaces() -> Vec<String> {
+    let out = Command::new("ip").args(["netns", "list"]).output().unwrap();
+    String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .filter_map(|l| l.split_whitespace().next())
+        .filter(|n| n.starts_with("ll-"))
+        .map(String::from)
+        .collect()
+}
+
+fn lab_processes() -> Vec<String> {
+    let out = Command::new("pgrep")
+        .args(["-af", "loadlens-lab-"])
+        .output()
+        .unwrap();
+    String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .map(String::from)
+        .collect()
+}
+
+/// Runs `lab run NAME --fix` and returns (before, after) Runs.
+fn lab(name: &str, duration: &str) -> (Value, Value) {
+    let _guard = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let sysctls = host_sysctls();
+    let dir = tempfile::tempdir().unwrap();
+    let out = common::loadlens()
+        .args([
+            "lab",
+            "run",
+            name,
+            "--fix",
+            "-q",
+            "-d",
+            duration,
+            "--json-dir",
+        ])
+        .arg(dir.path())
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "lab run {name} failed:\n{stdout}\n{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(stdout.contains("after fix"), "{stdout}");
+    // Nothing left behind, nothing changed on the host.
+    assert_eq!(
+        lab_namespaces(),
+        Vec::<String>::new(),
+        "namespaces left by {name}"
+    );
+    assert_eq!(
+        lab_processes(),
+        Vec::<String>::new(),
+        "processes left by {name}"
+    );
+    assert_eq!(host_sysctls(), sysctls, "host sysctls changed by {name}");
+    let read = |w: &str| -> Value {
+        let p = dir.path().join(format!("{name}-{w}.json"));
+        serde_json::from_str(&std::fs::read_to_string(p).unwrap()).unwrap()
+    };
+    (read("before"), read("after"))
+}
+
+fn counter(run: &Value, key: &str) -> u64 {
+    run["evidence"]["window"]["counters"][key]
+        .as_u64()
+        .unwrap_or(0)
+}
+
+fn worker(run: &Value, field: &str) -> f64 {
+    run["evidence"]["window"]["processes"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|p| p["role"] == "worker")
+        .filter_map(|p| p[field].as_f64())
+        .fold(0.0, f64::max)
+}
+
+fn pct(run: &Value, p: f64) -> f64 {
+    run["results"]["latency"]["percentiles"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|x| x["p"].as_f64() == Some(p))
+        .unwrap()["us"]
+        .as_f64()
+        .unwrap()
+}
+
+fn rps(run: &Value) -> f64 {
+    run["results"]["requests_per_s"].as_f64().unwrap()
+}
+
+fn errors(run: &Value) -> u64 {
+    let e = &run["results"]["errors"];
+    ["connect", "read", "write", "timeout", "parse"]
+        .iter()
+        .map(|k| e[*k].as_u64().unwrap())
+        .sum()
+}
+
+#[test]
+fn healthy() {
+    let (before, after) = lab("healthy", "2s");
+    for r in [&before, &after] {
+        assert_eq!(errors(r), 0);
+        assert_eq!(r["results"]["non_2xx_3xx"], 0);
+        assert!(worker(r, "cpu_pct") > 50.0, "the worker is the limit");
+        assert_eq!(counter(r, "TcpExt.ListenOverflows"), 0);
+    }
+}
+
+#[test]
+fn listen_backlog() {
+    let (before, after) = lab("listen-backlog", "2s");
+    assert!(counter(&before, "TcpExt.ListenOverflows") > 0);
+    assert_eq!(
+        before["evidence"]["host"]["sysctls"]["net.core.somaxconn"],
+        "10"
+    );
+    assert_eq!(
+        before["evidence"]["window"]["listen_queues"][0]["backlog"],
+        10
+    );
+    assert_eq!(counter(&after, "TcpExt.ListenOverflows"), 0);
+    assert_eq!(
+        after["evidence"]["window"]["listen_queues"][0]["backlog"],
+        4096
+    );
+}
+
+#[test]
+fn php_fpm_children() {
+    let (before, after) = lab("php-fpm-children", "3s");
+    let bad = |r: &Value| {
+        r["results"]["non_2xx_3xx"].as_u64().unwrap()
+            + r["results"]["errors"]["timeout"].as_u64().unwrap()
+    };
+    assert!(bad(&before) > 0, "timeouts or 5xx with 5 children");
+    // php-fpm's socket is watched: its accept queue filled up.
+    let queues = before["evidence"]["window"]["listen_queues"]
+        .as_array()
+        .unwrap();
+    let fpm = queues
+        .iter()
+        .find(|q| q["addr"].as_str().unwrap().ends_with("fpm.sock"))
+        .expect("php-fpm's unix listener watched");
+    assert!(fpm["max_queue"].as_u64().unwrap() > 10, "{fpm}");
+    assert_eq!(bad(&after), 0);
+    assert!(rps(&after) > 5.0 * rps(&before));
+}
+
+#[test]
+fn ephemeral_ports() {
+    let (before, after) = lab("ephemeral-ports", "2s");
+    let s502 = |r: &Value| r["results"]["status_codes"]["502"].as_u64().unwrap_or(0);
+    let total = before["results"]["responses"].as_u64().unwrap();
+    assert!(
+        s502(&before) * 2 > total,
+        "most responses are 502: {} of {total}",
+        s502(&before)
+    );
+    assert_eq!(s502(&after), 0);
+    assert_eq!(after["results"]["non_2xx_3xx"], 0);
+}
+
+#[test]
+fn time_wait() {
+    let (before, after) = lab("time-wait", "2s");
+    let tw = |r: &Value| r["evidence"]["window"]["time_wait_max"].as_u64().unwrap();
+    assert!(tw(&before) > 1000, "TIME_WAIT {}", tw(&before));
+    assert!(
+        tw(&after) * 10 < tw(&before),
+        "{} vs {}",
+        tw(&after),
+        tw(&before)
+    );
+    assert!(rps(&after) > rps(&before));
+}
+
+#[test]
+fn proxy_buffers() {
+    let (before, after) = lab("proxy-buffers", "2s");
+    let b = worker(&before, "bytes_per_read");
+    let a = worker(&after, "bytes_per_read");
+    assert!(b > 0.0 && a > 2.0 * b, "bytes per read {b} → {a}");
+    assert!(rps(&after) > rps(&before));
+}
+
+#[test]
+fn conn_per_request() {
+    let (before, after) = lab("conn-per-request", "2s");
+    for r in [&before, &after] {
+        assert_eq!(r["results"]["requests_per_connection"], 1);
+        // One connection per response, plus those whose request was still in flight at
+        // the deadline (at most -c 100).
+        let opened = r["results"]["connections_opened"].as_u64().unwrap();
+        let responses = r["results"]["responses"].as_u64().unwrap();
+        assert!(
+            opened >= responses && opened <= responses + 100,
+            "{opened} vs {responses}"
+        );
+        assert!(
+            counter(r, "Tcp.PassiveOpens") >= r["results"]["connections_opened"].as_u64().unwrap()
+        );
+        let workers = r["evidence"]["window"]["processes"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .filter(|p| p["role"] == "worker")
+            .count();
+        assert_eq!(workers, 2);
+    }
+}
+
+#[test]
+fn cpu_contention() {
+    let (before, after) = lab("cpu-contention", "2s");
+    let d = |r: &Value| worker(r, "run_delay_ms_per_s");
+    assert!(d(&before) > 200.0, "run delay {} ms/s", d(&before));
+    assert!(d(&after) < 100.0, "run delay {} ms/s", d(&after));
+    assert!(pct(&before, 99.0) > pct(&after, 99.0));
+}
+
+#[test]
+fn event_loop_stall() {
+    let (before, after) = lab("event-loop-stall", "3s");
+    assert!(
+        pct(&before, 99.99) >= 100_000.0,
+        "p99.99 {}us",
+        pct(&before, 99.99)
+    );
+    assert!(
+        pct(&after, 99.99) < 100_000.0,
+        "p99.99 {}us",
+        pct(&after, 99.99)
+    );
+}
+
+#[test]
+fn slow_link() {
+    let (before, after) = lab("slow-link", "3s");
+    let tx = |r: &Value| {
+        r["evidence"]["window"]["ifaces"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|i| i["name"] == "veth0")
+            .unwrap()["tx_bytes_per_s"]
+            .as_f64()
+            .unwrap()
+            * 8.0
+            / 1e6
+    };
+    assert!(tx(&before) > 80.0, "link at {} of 100 Mbit/s", tx(&before));
+    assert!(rps(&after) > 10.0 * rps(&before));
+}
+
+#[test]
+fn client_bound() {
+    let (before, after) = lab("client-bound", "2s");
+    let delay = |r: &Value| {
+        let d: f64 = r["client"]["threads"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .filter_map(|t| t["run_delay_ms"].as_f64())
+            .sum();
+        d / r["results"]["duration_s"].as_f64().unwrap()
+    };
+    assert!(
+        delay(&before) > 200.0,
+        "client waited {} ms/s for a CPU",
+        delay(&before)
+    );
+    assert!(
+        delay(&after) < 100.0,
+        "client waited {} ms/s",
+        delay(&after)
+    );
+    assert!(rps(&after) > rps(&before));
+}
+
+#[test]
+fn stale_world_from_a_killed_run_is_removed() {
+    let _guard = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let mut child = common::loadlens()
+        .args(["lab", "run", "healthy", "-q", "-d", "20s"])
+        .stdout(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    let t0 = std::time::Instant::now();
+    while lab_namespaces().len() < 2 && t0.elapsed().as_secs() < 10 {
+        std::thread::sleep(std::time::Duration::from_millis(100));
+    }
+    std::thread::sleep(std::time::Duration::from_millis(500));
+    child.kill().unwrap(); // SIGKILL: no cleanup runs
+    child.wait().unwrap();
+    assert_eq!(lab_namespaces().len(), 2, "the killed run left its world");
+    let out = common::loadlens()
+        .args(["lab", "run", "healthy", "-q", "-d", "500ms"])
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(String::from_utf8_lossy(&out.stderr).contains("left by a killed lab run"));
+    assert_eq!(lab_namespaces(), Vec::<String>::new());
+    assert_eq!(lab_processes(), Vec::<String>::new());
+}
+
+#[test]
+fn interrupt_cleans_up() {
+    let _guard = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let child = common::loadlens()
+        .args(["lab", "run", "healthy", "-q", "-d", "20s"])
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let t0 = std::time::Instant::now();
+    while lab_namespaces().len() < 2 && t0.elapsed().as_secs() < 10 {
+        std::thread::sleep(std::time::Duration::from_millis(100));
+    }
+    std::thread::sleep(std::time::Duration::from_millis(1500));
+    unsafe { libc::kill(child.id() as i32, libc::SIGINT) };
+    let out = child.wait_with_output().unwrap();
+    assert!(t0.elapsed().as_secs() < 15, "Ctrl-C ended the run early");
+    assert!(String::from_utf8_lossy(&out.stderr).contains("interrupted"));
+    assert_eq!(lab_namespaces(), Vec::<String>::new());
+    assert_eq!(lab_processes(), Vec::<String>::new());
+}
+
+#[test]
+fn lab_needs_root_and_says_so() {
+    let out = Command::new("setpriv")
+        .args(["--reuid=65534", "--regid=65534", "--clear-groups"])
+        .arg(env!("CARGO_BIN_EXE_loadlens"))
+        .args(["lab", "run", "healthy"])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("loadlens lab needs root"));
+    let out = common::loadlens()
+        .args(["lab", "run", "nope"])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("no scenario `nope`"));
+}
