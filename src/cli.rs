@@ -38,6 +38,11 @@ enum Command {
     Run(Box<RunArgs>),
     /// Render a Run saved with `--json` again.
     Report(ReportArgs),
+    /// The long explanation of a finding id (mechanism, how to confirm, fixes, sources).
+    Explain {
+        /// A finding id, e.g. listen-queue-overflow; `list` for all.
+        id: String,
+    },
     /// Published nginx setups with a known fault and its fix, in network namespaces
     /// (needs root).
     #[command(subcommand)]
@@ -167,6 +172,7 @@ pub fn main() -> anyhow::Result<ExitCode> {
         Command::Run(a) => cmd_run(*a),
         Command::Report(a) => cmd_report(a),
         Command::Lab(c) => cmd_lab(c),
+        Command::Explain { id } => cmd_explain(&id),
     };
     match res {
         Err(e) if is_broken_pipe(&e) => Ok(ExitCode::SUCCESS),
@@ -269,7 +275,10 @@ fn cmd_run(a: RunArgs) -> anyhow::Result<ExitCode> {
         client: outcome.client,
         evidence,
         warnings: Vec::new(),
+        findings: Vec::new(),
     };
+    let mut run = run;
+    run.findings = crate::diagnose::diagnose(&run);
     if let Some(path) = &a.json {
         report::write_json(&run, path)?;
     }
@@ -303,6 +312,24 @@ fn cmd_lab(c: LabCommand) -> anyhow::Result<ExitCode> {
             out.write_all(lab::table(&sc, &r).as_bytes())?;
         }
     }
+    out.flush()?;
+    Ok(ExitCode::SUCCESS)
+}
+
+fn cmd_explain(id: &str) -> anyhow::Result<ExitCode> {
+    let text = if id == "list" {
+        crate::diagnose::explain::FINDINGS
+            .iter()
+            .map(|(i, line, _)| format!("{i:<28} {line}\n"))
+            .collect()
+    } else {
+        match crate::diagnose::explain(id) {
+            Some(t) => t,
+            None => anyhow::bail!("unknown finding id `{id}`: `loadlens explain list` shows them"),
+        }
+    };
+    let mut out = std::io::stdout().lock();
+    out.write_all(text.as_bytes())?;
     out.flush()?;
     Ok(ExitCode::SUCCESS)
 }

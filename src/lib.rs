@@ -5,6 +5,7 @@
 //! (drive the load) → [`run`] (the one artifact) → [`report`] (views of it).
 
 pub mod cli;
+pub mod diagnose;
 pub mod engine;
 pub mod lab;
 pub mod report;

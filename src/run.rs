@@ -13,6 +13,7 @@ use hdrhistogram::serialization::{Deserializer, Serializer, V2DeflateSerializer}
 use hdrhistogram::Histogram;
 use serde::{Deserialize, Serialize};
 
+use crate::diagnose::Finding;
 use crate::spec::Spec;
 use crate::watch::Evidence;
 
@@ -41,6 +42,10 @@ pub struct Run {
     pub evidence: Option<Evidence>,
     /// Things the user should know about this run (degraded measurements, caveats).
     pub warnings: Vec<String>,
+    /// What limited the run, ranked: bottlenecks first, by confidence (see
+    /// `loadlens explain ID`).
+    #[serde(default)]
+    pub findings: Vec<Finding>,
 }
 
 /// Client-side results of the load.

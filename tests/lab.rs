@@ -50,8 +50,57 @@ fn lab_processes() -> Vec<String> {
         .collect()
 }
 
-/// Runs `lab run NAME --fix` and returns (before, after) Runs.
+/// The finding each scenario's fault must produce (issue: diagnose).
+fn expected(name: &str) -> &'static str {
+    match name {
+        "healthy" => "server-cpu-saturated",
+        "listen-backlog" => "listen-queue-overflow",
+        "php-fpm-children" => "upstream-saturated",
+        "ephemeral-ports" => "ephemeral-ports-exhausted",
+        "time-wait" => "time-wait-connect-cost",
+        "proxy-buffers" => "small-proxy-buffers",
+        "conn-per-request" => "new-connection-cost",
+        "cpu-contention" => "run-queue-delay",
+        "event-loop-stall" => "event-loop-stall",
+        "slow-link" => "link-saturated",
+        "client-bound" => "client-saturated",
+        other => panic!("no expectation for {other}"),
+    }
+}
+
+fn bottlenecks(run: &Value) -> Vec<String> {
+    run["findings"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|f| f["kind"] == "bottleneck")
+        .map(|f| f["id"].as_str().unwrap().to_string())
+        .collect()
+}
+
+/// Runs `lab run NAME --fix` and returns (before, after) Runs, after checking the
+/// diagnosis: the fault's finding is the first bottleneck before, and gone after.
 fn lab(name: &str, duration: &str) -> (Value, Value) {
+    let (before, after) = lab_runs(name, duration);
+    let want = expected(name);
+    let b = bottlenecks(&before);
+    assert_eq!(
+        b.first().map(String::as_str),
+        Some(want),
+        "{name} before: {b:?}"
+    );
+    let top = &before["findings"][0];
+    assert!(
+        !top["evidence"].as_array().unwrap().is_empty() && top["fix"].as_str().unwrap().len() > 10
+    );
+    if name != "healthy" {
+        let a = bottlenecks(&after);
+        assert!(!a.iter().any(|id| id == want), "{name} after fix: {a:?}");
+    }
+    (before, after)
+}
+
+fn lab_runs(name: &str, duration: &str) -> (Value, Value) {
     let _guard = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
     let sysctls = host_sysctls();
     let dir = tempfile::tempdir().unwrap();
@@ -138,6 +187,12 @@ fn errors(run: &Value) -> u64 {
 fn healthy() {
     let (before, after) = lab("healthy", "2s");
     for r in [&before, &after] {
+        for id in bottlenecks(r) {
+            assert!(
+                ["server-cpu-saturated", "link-saturated"].contains(&id.as_str()),
+                "false alarm {id}"
+            );
+        }
         assert_eq!(errors(r), 0);
         assert_eq!(r["results"]["non_2xx_3xx"], 0);
         assert!(worker(r, "cpu_pct") > 50.0, "the worker is the limit");

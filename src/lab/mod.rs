@@ -193,15 +193,15 @@ pub fn table(sc: &Scenario, r: &LabResult) -> String {
     let cols: Vec<(&str, &Run)> = std::iter::once(("before", &r.before))
         .chain(r.after.as_ref().map(|a| ("after fix", a)))
         .collect();
-    let _ = write!(o, "{:<24}", "");
+    let _ = write!(o, "{:<26}", "");
     for (h, _) in &cols {
-        let _ = write!(o, "{h:>14}");
+        let _ = write!(o, "{h:>27}");
     }
     let _ = writeln!(o);
     let row = |o: &mut String, label: &str, f: &dyn Fn(&Run) -> String| {
-        let _ = write!(o, "{label:<24}");
+        let _ = write!(o, "{label:<26}");
         for (_, run) in &cols {
-            let _ = write!(o, "{:>14}", f(run));
+            let _ = write!(o, "{:>27}", f(run));
         }
         let _ = writeln!(o);
     };
@@ -225,6 +225,13 @@ pub fn table(sc: &Scenario, r: &LabResult) -> String {
     row(&mut o, "errors", &|r| r.results.errors.total().to_string());
     row(&mut o, "non-2xx/3xx", &|r| {
         r.results.non_2xx_3xx.to_string()
+    });
+    row(&mut o, "first bottleneck", &|r| {
+        r.findings
+            .iter()
+            .find(|f| f.kind == crate::diagnose::Kind::Bottleneck)
+            .map(|f| f.id.clone())
+            .unwrap_or_else(|| "none".into())
     });
     row(&mut o, sc.key.label, &|r| {
         (sc.key.read)(r)

@@ -129,6 +129,7 @@ pub fn render(run: &Run, latency: bool) -> String {
     let _ = writeln!(o, "Transfer/sec: {:>10}", fmt_bytes(r.bytes_per_s));
     if let Some(e) = &run.evidence {
         o.push_str(&super::during::render(e));
+        o.push_str(&super::during::findings(&run.findings));
     }
     let c = &run.client;
     if c.saturated {

@@ -106,6 +106,10 @@ pub struct HostFacts {
     pub sysctls: BTreeMap<String, String>,
     /// Interface → link speed in Mbit/s, where the link reports one.
     pub link_speed_mbps: BTreeMap<String, u64>,
+    /// Interface → rate of a token-bucket qdisc (`tc ... tbf rate`) on it, bytes/s: an
+    /// emulated or shaped link, whatever the interface's own speed.
+    #[serde(default)]
+    pub qdisc_rate_bytes_per_s: BTreeMap<String, u64>,
     /// CPU quota of loadlens's cgroup: v2 `cpu.max` (`max 100000` = none) or v1
     /// `cfs_quota_us cfs_period_us` (`-1 100000` = none).
     pub cgroup_cpu_max: Option<String>,
@@ -229,6 +233,76 @@ pub struct Window {
     /// Time loadlens's cgroup was throttled by its CPU quota over the window, ms
     /// (cgroup v2 `throttled_usec` or v1 `throttled_time`); `None` where unreadable.
     pub cgroup_throttled_ms: Option<f64>,
+    /// Interface → packets a rate-limiting qdisc delayed (overlimits) and dropped.
+    #[serde(default)]
+    pub qdisc_overlimits: BTreeMap<String, u64>,
+    #[serde(default)]
+    pub qdisc_drops: BTreeMap<String, u64>,
+    /// The busiest other processes on the machine over the window (not the watched
+    /// server, not loadlens): who else competed for the CPUs.
+    #[serde(default)]
+    pub other_processes: Vec<OtherProcess>,
+}
+
+/// A process that is neither the server nor loadlens, with its CPU use over the window.
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+pub struct OtherProcess {
+    pub pid: i32,
+    pub comm: String,
+    /// Percent of one core.
+    pub cpu_pct: f64,
+    /// The CPU it last ran on.
+    pub last_cpu: u32,
+}
+
+/// Every process's CPU ticks and last CPU, for [`OtherProcess`].
+fn all_cpu_ticks() -> BTreeMap<i32, (String, u64, u32)> {
+    let mut out = BTreeMap::new();
+    if let Ok(rd) = std::fs::read_dir("/proc") {
+        for e in rd.flatten() {
+            let Some(pid) = e.file_name().to_str().and_then(|s| s.parse::<i32>().ok()) else {
+                continue;
+            };
+            if let Some(st) = std::fs::read_to_string(format!("/proc/{pid}/stat"))
+                .ok()
+                .and_then(|t| parse_pid_stat(&t))
+            {
+                out.insert(pid, (st.comm, st.utime + st.stime, st.processor));
+            }
+        }
+    }
+    out
+}
+
+/// Rate-limiting qdiscs in the calling thread's namespace: `tc -s -j qdisc show` (tc
+/// inherits the thread's network namespace). Interface → (tbf rate bytes/s,
+/// overlimits, drops).
+fn qdiscs() -> BTreeMap<String, (u64, u64, u64)> {
+    let Ok(out) = std::process::Command::new("tc")
+        .args(["-s", "-j", "qdisc", "show"])
+        .stderr(std::process::Stdio::null())
+        .output()
+    else {
+        return BTreeMap::new();
+    };
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap_or_default();
+    let mut m = BTreeMap::new();
+    for q in v.as_array().into_iter().flatten() {
+        let (Some(dev), Some(rate)) = (q["dev"].as_str(), q["options"]["rate"].as_u64()) else {
+            continue;
+        };
+        if q["kind"] == "tbf" {
+            m.insert(
+                dev.to_string(),
+                (
+                    rate,
+                    q["overlimits"].as_u64().unwrap_or(0),
+                    q["drops"].as_u64().unwrap_or(0),
+                ),
+            );
+        }
+    }
+    m
 }
 
 /// Conntrack over the window.
@@ -276,6 +350,10 @@ struct Snapshot {
     psi: Option<(f64, u64)>,
     load: Option<(f64, u64)>,
     throttled_ns: Option<u64>,
+    /// Only in the before/after snapshots (spawning tc and scanning /proc each sample
+    /// would cost more than the rest of the sample).
+    qdiscs: BTreeMap<String, (u64, u64, u64)>,
+    all_ticks: BTreeMap<i32, (String, u64, u32)>,
     procs: BTreeMap<i32, ProcSnap>,
     listeners: Vec<Listener>,
 }
@@ -449,6 +527,7 @@ impl Reader {
             sysctls,
             link_speed_mbps: self.speeds.clone(),
             cgroup_cpu_max: cgroup_cpu_max(),
+            qdisc_rate_bytes_per_s: BTreeMap::new(),
         }
     }
 
@@ -557,6 +636,29 @@ impl Reader {
             })
             .collect();
         (dt, cpus, ifaces, procs)
+    }
+
+    /// The busiest processes that are neither watched nor loadlens, over a..b.
+    fn others(&self, a: &Snapshot, b: &Snapshot, dt: f64) -> Vec<OtherProcess> {
+        let me = std::process::id() as i32;
+        let mut v: Vec<OtherProcess> = b
+            .all_ticks
+            .iter()
+            .filter(|(pid, _)| **pid != me && !self.procs.iter().any(|p| p.pid == **pid))
+            .filter_map(|(pid, (comm, ticks, cpu))| {
+                let before = a.all_ticks.get(pid).map_or(0, |x| x.1);
+                let pct = ticks.saturating_sub(before) as f64 / self.clk_tck / dt * 100.0;
+                (pct >= 1.0).then(|| OtherProcess {
+                    pid: *pid,
+                    comm: comm.clone(),
+                    cpu_pct: pct,
+                    last_cpu: *cpu,
+                })
+            })
+            .collect();
+        v.sort_by(|x, y| y.cpu_pct.total_cmp(&x.cpu_pct));
+        v.truncate(5);
+        v
     }
 
     fn sample(&self, start: Instant, a: &Snapshot, b: &Snapshot) -> Sample {
@@ -682,6 +784,27 @@ impl Reader {
                 (Some(x), Some(y)) => Some(y.saturating_sub(x) as f64 / 1e6),
                 _ => None,
             },
+            qdisc_overlimits: b
+                .qdiscs
+                .iter()
+                .map(|(k, v)| {
+                    (
+                        k.clone(),
+                        v.1.saturating_sub(a.qdiscs.get(k).map_or(0, |x| x.1)),
+                    )
+                })
+                .collect(),
+            qdisc_drops: b
+                .qdiscs
+                .iter()
+                .map(|(k, v)| {
+                    (
+                        k.clone(),
+                        v.2.saturating_sub(a.qdiscs.get(k).map_or(0, |x| x.2)),
+                    )
+                })
+                .collect(),
+            other_processes: self.others(a, b, dt),
         }
     }
 }
@@ -860,10 +983,17 @@ fn sampler(spec: WatchSpec, stop: mpsc::Receiver<()>, ready: mpsc::Sender<()>) -
             BTreeMap::new()
         },
     };
-    let host = reader.host_facts();
+    let mut host = reader.host_facts();
     let topology = found.topology;
     let interval = spec.interval;
-    let before = reader.snapshot();
+    let mut before = reader.snapshot();
+    before.qdiscs = qdiscs();
+    before.all_ticks = all_cpu_ticks();
+    host.qdisc_rate_bytes_per_s = before
+        .qdiscs
+        .iter()
+        .map(|(k, v)| (k.clone(), v.0))
+        .collect();
     // Set-up (discovery) is a one-time cost; this measures the cost of sampling.
     let cpu_at_start = ThreadCpuSample::now();
     let _ = ready.send(());
@@ -898,7 +1028,9 @@ fn sampler(spec: WatchSpec, stop: mpsc::Receiver<()>, ready: mpsc::Sender<()>) -
         }
         prev = cur;
     }
-    let after = reader.snapshot();
+    let mut after = reader.snapshot();
+    after.qdiscs = qdiscs();
+    after.all_ticks = all_cpu_ticks();
     // The partial last interval, so even a short run has a sample.
     samples.push(reader.sample(start, &prev, &after));
     snaps.push(after.clone());

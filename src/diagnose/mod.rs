@@ -1,0 +1,206 @@
+//! Diagnose: the evidence of one Run → a short ranked list of findings, each with the
+//! numbers that prove it and the fix. Rules are small pure functions over a recorded
+//! Run (`rules.rs`), so each is unit-tested on Run JSON recorded from the lab.
+//!
+//! Ranking: bottlenecks first, by confidence; then warnings; then info. When a cause
+//! (a full listen queue, a stall, a hog) is found, "the server's CPU was saturated" is
+//! its consequence and is demoted to info. When the load generator itself set the pace,
+//! that comes first and every other finding says its conclusions are limited.
+
+pub mod explain;
+mod rules;
+
+use serde::{Deserialize, Serialize};
+
+use crate::run::Run;
+use crate::watch::{Evidence, ProcRates};
+
+pub use explain::explain;
+
+/// How a finding bears on the result.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Kind {
+    /// This limited the run.
+    Bottleneck,
+    /// Worth knowing; did not set the pace (or not alone).
+    Warning,
+    /// Context: what the limit was when nothing is wrong.
+    Info,
+}
+
+/// One named number with its unit, taken from the Run.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Fact {
+    pub name: String,
+    pub value: f64,
+    pub unit: String,
+}
+
+/// A finding. `id` values are stable (documented in the README and by `loadlens explain`).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Finding {
+    /// Stable kebab-case identifier, e.g. `listen-queue-overflow`.
+    pub id: String,
+    pub kind: Kind,
+    /// 0–1, from how strongly the evidence agrees (how far past the threshold, how many
+    /// independent signals).
+    pub confidence: f64,
+    /// One line naming the resource and where.
+    pub title: String,
+    /// The numbers that prove it.
+    pub evidence: Vec<Fact>,
+    /// The mechanism, in two or three sentences.
+    pub explanation: String,
+    /// What to change: the directive or sysctl, its current value where known, a
+    /// suggested value.
+    pub fix: String,
+}
+
+/// Findings for a Run, ranked.
+pub fn diagnose(run: &Run) -> Vec<Finding> {
+    let ctx = Ctx::new(run);
+    let mut found: Vec<Finding> = rules::ALL.iter().filter_map(|rule| rule(&ctx)).collect();
+    // The server's CPU being busy is the consequence of a cause found elsewhere.
+    let causes = found
+        .iter()
+        .any(|f| f.kind == Kind::Bottleneck && !rules::CAPACITY.contains(&f.id.as_str()));
+    if causes {
+        for f in found.iter_mut() {
+            if rules::CAPACITY.contains(&f.id.as_str()) && f.kind == Kind::Bottleneck {
+                f.kind = Kind::Info;
+            }
+        }
+    }
+    let client_bound = found
+        .iter()
+        .any(|f| f.id == "client-saturated" && f.kind == Kind::Bottleneck);
+    if client_bound {
+        for f in found.iter_mut().filter(|f| f.id != "client-saturated") {
+            f.confidence *= 0.7;
+            f.explanation
+                .push_str(" (The load generator set the pace of this run: server-side conclusions are limited.)");
+        }
+    }
+    found.sort_by(|a, b| {
+        let client_first =
+            |f: &Finding| !(f.id == "client-saturated" && f.kind == Kind::Bottleneck);
+        (client_first(a), a.kind)
+            .cmp(&(client_first(b), b.kind))
+            .then(b.confidence.total_cmp(&a.confidence))
+    });
+    found
+}
+
+/// Maps `x` from `lo` (confidence 0.5) to `hi` (0.95), clamped: how far past the
+/// threshold the evidence is.
+pub(crate) fn ramp(x: f64, lo: f64, hi: f64) -> f64 {
+    if hi <= lo {
+        return 0.95;
+    }
+    (0.5 + 0.45 * (x - lo) / (hi - lo)).clamp(0.5, 0.95)
+}
+
+pub(crate) fn fact(name: &str, value: f64, unit: &str) -> Fact {
+    Fact {
+        name: name.to_string(),
+        value,
+        unit: unit.to_string(),
+    }
+}
+
+/// Read-only helpers over a Run for the rules.
+pub(crate) struct Ctx<'a> {
+    pub run: &'a Run,
+    pub ev: Option<&'a Evidence>,
+}
+
+impl<'a> Ctx<'a> {
+    fn new(run: &'a Run) -> Self {
+        Ctx {
+            run,
+            ev: run.evidence.as_ref(),
+        }
+    }
+
+    /// A window counter delta (`TcpExt.ListenOverflows`), 0 when absent.
+    pub fn counter(&self, key: &str) -> u64 {
+        self.ev
+            .and_then(|e| e.window.counters.get(key).copied())
+            .unwrap_or(0)
+    }
+
+    pub fn sysctl(&self, key: &str) -> Option<&'a str> {
+        self.ev
+            .and_then(|e| e.host.sysctls.get(key))
+            .map(|s| s.as_str())
+    }
+
+    pub fn duration_s(&self) -> f64 {
+        self.run.results.duration_s.max(1e-9)
+    }
+
+    pub fn responses(&self) -> u64 {
+        self.run.results.responses
+    }
+
+    /// The watched server processes over the window.
+    pub fn procs(&self) -> &'a [ProcRates] {
+        self.ev
+            .map(|e| e.window.processes.as_slice())
+            .unwrap_or(&[])
+    }
+
+    /// The processes doing the serving: workers where there are some (nginx workers,
+    /// php-fpm children), else every watched process.
+    pub fn workers(&self) -> Vec<&'a ProcRates> {
+        let w: Vec<&ProcRates> = self.procs().iter().filter(|p| p.role == "worker").collect();
+        if w.is_empty() {
+            self.procs().iter().collect()
+        } else {
+            w
+        }
+    }
+
+    /// The workers of the process serving the URL (the first watched comm: nginx).
+    pub fn front_workers(&self) -> Vec<&'a ProcRates> {
+        let front = self
+            .ev
+            .and_then(|e| e.topology.processes.first())
+            .map(|p| p.comm.clone());
+        self.workers()
+            .into_iter()
+            .filter(|p| front.as_deref().is_none_or(|c| c == p.comm))
+            .collect()
+    }
+
+    /// Mean response size (bytes read per response), or 0.
+    pub fn response_bytes(&self) -> f64 {
+        let r = &self.run.results;
+        if r.responses == 0 {
+            0.0
+        } else {
+            r.bytes_read as f64 / r.responses as f64
+        }
+    }
+
+    /// Connections the server's side opened (Tcp.ActiveOpens), less loadlens's own when
+    /// both share a network namespace: connections to an upstream.
+    pub fn upstream_opens(&self) -> u64 {
+        let active = self.counter("Tcp.ActiveOpens");
+        let shared_ns = self.ev.is_some_and(|e| e.topology.netns == "loadlens");
+        if shared_ns {
+            active.saturating_sub(self.run.results.connections_opened)
+        } else {
+            active
+        }
+    }
+
+    /// The number of CPUs.
+    pub fn cpus(&self) -> u32 {
+        self.ev.map(|e| e.host.cpus).unwrap_or(1).max(1)
+    }
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,168 @@
+//! Rules on Runs recorded from the lab (`tests/data/runs/<scenario>-{before,after}.json`,
+//! written by `loadlens lab run NAME --fix --json-dir tests/data/runs`), plus near
+//! misses: the same Runs with the key counter nudged just under the threshold.
+
+use super::*;
+use crate::lab::scenarios;
+
+fn fixture(name: &str) -> Run {
+    let p = format!("{}/tests/data/runs/{name}.json", env!("CARGO_MANIFEST_DIR"));
+    Run::from_json(&std::fs::read_to_string(&p).unwrap_or_else(|e| panic!("{p}: {e}"))).unwrap()
+}
+
+fn first_bottleneck(f: &[Finding]) -> Option<&str> {
+    f.iter()
+        .find(|f| f.kind == Kind::Bottleneck)
+        .map(|f| f.id.as_str())
+}
+
+fn ids(f: &[Finding]) -> Vec<String> {
+    f.iter()
+        .map(|f| format!("{}:{:?}:{}", f.id, f.kind, f.confidence))
+        .collect()
+}
+
+#[test]
+fn every_scenario_names_its_fault_and_the_fix_removes_it() {
+    for sc in scenarios::all() {
+        let before = diagnose(&fixture(&format!("{}-before", sc.name)));
+        assert_eq!(
+            first_bottleneck(&before),
+            Some(sc.expected_finding),
+            "{}: {:?}",
+            sc.name,
+            ids(&before)
+        );
+        let top = before.iter().find(|f| f.kind == Kind::Bottleneck).unwrap();
+        assert!(!top.evidence.is_empty() && !top.fix.is_empty() && !top.explanation.is_empty());
+        assert!((0.0..=1.0).contains(&top.confidence));
+        if sc.name == "healthy" {
+            continue; // nothing to fix: the control
+        }
+        let after = diagnose(&fixture(&format!("{}-after", sc.name)));
+        assert!(
+            !after
+                .iter()
+                .any(|f| f.id == sc.expected_finding && f.kind == Kind::Bottleneck),
+            "{} after fix: {:?}",
+            sc.name,
+            ids(&after)
+        );
+    }
+}
+
+#[test]
+fn healthy_has_no_false_alarm() {
+    for w in ["before", "after"] {
+        let f = diagnose(&fixture(&format!("healthy-{w}")));
+        for x in f.iter().filter(|f| f.kind == Kind::Bottleneck) {
+            assert!(
+                ["server-cpu-saturated", "link-saturated"].contains(&x.id.as_str()),
+                "{:?}",
+                ids(&f)
+            );
+        }
+    }
+}
+
+#[test]
+fn findings_are_sorted_bottlenecks_first() {
+    let f = diagnose(&fixture("ephemeral-ports-before"));
+    let kinds: Vec<Kind> = f.iter().map(|f| f.kind).collect();
+    let mut sorted = kinds.clone();
+    sorted.sort();
+    assert_eq!(kinds, sorted);
+    assert!(f.iter().any(|f| f.id == "http-errors"), "{:?}", ids(&f));
+}
+
+#[test]
+fn near_miss_listen_overflows() {
+    let mut run = fixture("listen-backlog-before");
+    let ev = run.evidence.as_mut().unwrap();
+    // A few overflows (a restart, a burst) are not a pattern.
+    ev.window
+        .counters
+        .insert("TcpExt.ListenOverflows".into(), 5);
+    assert!(!diagnose(&run)
+        .iter()
+        .any(|f| f.id == "listen-queue-overflow"));
+    run.evidence
+        .as_mut()
+        .unwrap()
+        .window
+        .counters
+        .insert("TcpExt.ListenOverflows".into(), 500);
+    assert!(diagnose(&run)
+        .iter()
+        .any(|f| f.id == "listen-queue-overflow"));
+}
+
+#[test]
+fn near_miss_time_wait_and_ports() {
+    let mut run = fixture("time-wait-before");
+    run.evidence.as_mut().unwrap().window.time_wait_max = 900;
+    assert!(!diagnose(&run)
+        .iter()
+        .any(|f| f.id == "time-wait-connect-cost"));
+    let mut run = fixture("time-wait-before");
+    run.evidence
+        .as_mut()
+        .unwrap()
+        .host
+        .sysctls
+        .insert("net.ipv4.tcp_tw_reuse".into(), "1".into());
+    assert!(!diagnose(&run)
+        .iter()
+        .any(|f| f.id == "time-wait-connect-cost"));
+    // 502s with TIME_WAIT well under the port range: not port exhaustion.
+    let mut run = fixture("ephemeral-ports-before");
+    run.evidence.as_mut().unwrap().window.time_wait_max = 30;
+    assert!(!diagnose(&run)
+        .iter()
+        .any(|f| f.id == "ephemeral-ports-exhausted"));
+}
+
+#[test]
+fn near_miss_cpu_contention_and_buffers() {
+    let mut run = fixture("cpu-contention-before");
+    for p in run.evidence.as_mut().unwrap().window.processes.iter_mut() {
+        p.run_delay_ms_per_s = Some(90.0);
+    }
+    assert!(!diagnose(&run).iter().any(|f| f.id == "run-queue-delay"));
+    // Reads of a third of the response: not "far smaller".
+    let mut run = fixture("proxy-buffers-before");
+    let size = run.results.bytes_read as f64 / run.results.responses as f64;
+    for p in run.evidence.as_mut().unwrap().window.processes.iter_mut() {
+        p.bytes_per_read = Some(size / 3.0);
+    }
+    assert!(!diagnose(&run).iter().any(|f| f.id == "small-proxy-buffers"));
+}
+
+#[test]
+fn near_miss_link_and_client() {
+    let mut run = fixture("slow-link-before");
+    for i in run.evidence.as_mut().unwrap().window.ifaces.iter_mut() {
+        i.tx_bytes_per_s *= 0.85;
+        i.rx_bytes_per_s *= 0.85;
+    }
+    assert!(!diagnose(&run).iter().any(|f| f.id == "link-saturated"));
+    let mut run = fixture("client-bound-before");
+    for t in run.client.threads.iter_mut() {
+        t.run_delay_ms = Some(0.2 * run.results.duration_s * 1000.0);
+    }
+    assert!(!diagnose(&run).iter().any(|f| f.id == "client-saturated"));
+}
+
+#[test]
+fn explain_covers_every_rule_id() {
+    let mut all = Vec::new();
+    for sc in scenarios::all() {
+        for w in ["before", "after"] {
+            all.extend(diagnose(&fixture(&format!("{}-{w}", sc.name))));
+        }
+    }
+    for f in &all {
+        assert!(explain(&f.id).is_some(), "no explanation for {}", f.id);
+    }
+    assert!(explain("nope").is_none());
+}
