@@ -510,13 +510,17 @@ fn run_queue_delay(c: &Ctx) -> Option<Finding> {
     Some(f)
 }
 
-/// The server workers at ~100% of a core: the expected limit of a healthy server.
+/// The server workers at ~100% of a core: the expected limit of a healthy server. A
+/// worker that runs or waits to run (run-queue delay) nearly all the time wants a full
+/// core too: it counts as saturated, with the wait named.
 fn server_cpu_saturated(c: &Ctx) -> Option<Finding> {
     let workers = c.front_workers();
-    let busiest = workers.iter().map(|p| p.cpu_pct).fold(0.0, f64::max);
+    let demand = |p: &crate::watch::ProcRates| p.cpu_pct + p.run_delay_ms_per_s.unwrap_or(0.0) / 10.0;
+    let busiest = workers.iter().map(|p| demand(p)).fold(0.0, f64::max);
     if workers.is_empty() || busiest < 90.0 {
         return None;
     }
+    let running = workers.iter().map(|p| p.cpu_pct).fold(0.0, f64::max);
     let n = workers.len() as u32;
     let cpus = c.cpus();
     let comm = workers[0].comm.clone();
@@ -524,10 +528,11 @@ fn server_cpu_saturated(c: &Ctx) -> Option<Finding> {
         "server-cpu-saturated",
         Kind::Bottleneck,
         ramp(busiest, 90.0, 99.0),
-        format!("{comm} workers at {busiest:.0}% of a core"),
+        format!("{comm} workers at {busiest:.0}% of a core (running or waiting to run)"),
     );
     f.evidence = vec![
-        fact("busiest worker CPU", busiest, "%"),
+        fact("busiest worker CPU", running, "%"),
+        fact("busiest worker CPU demand (running + run-queue wait)", busiest, "%"),
         fact("workers", n as f64, "processes"),
         fact("CPUs", cpus as f64, "CPUs"),
     ];
@@ -581,9 +586,11 @@ fn worker_imbalance(c: &Ctx) -> Option<Finding> {
     Some(f)
 }
 
-/// Few requests per connection: connection set-up dominates.
+/// Few requests per connection: connection set-up dominates. Counted on the client's
+/// side (responses per connection loadlens opened): the server's own PassiveOpens also
+/// count an upstream's accepts when both share a namespace.
 fn new_connection_cost(c: &Ctx) -> Option<Finding> {
-    let opens = c.counter("Tcp.PassiveOpens");
+    let opens = c.run.results.connections_opened;
     let responses = c.responses().max(1);
     let per_conn = responses as f64 / opens.max(1) as f64;
     // ≤ 4 requests per connection (the study's browser-like range starts at 1, 4, 14).
@@ -606,7 +613,7 @@ fn new_connection_cost(c: &Ctx) -> Option<Finding> {
         format!("{per_conn:.1} requests per connection: connection set-up dominates"),
     );
     f.evidence = vec![
-        fact("Tcp.PassiveOpens", opens as f64, "connections"),
+        fact("connections opened by loadlens", opens as f64, "connections"),
         fact("requests per connection", per_conn, "requests"),
         fact("workers", workers as f64, "processes"),
         fact("listen sockets on the port", listeners as f64, "sockets"),
