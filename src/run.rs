@@ -21,7 +21,7 @@ use crate::watch::Evidence;
 pub const SCHEMA_VERSION: u32 = 1;
 
 /// One load run and everything known about it.
-#[derive(Debug, Clone, Serialize, Deserialize)]
+#[derive(Debug, Clone, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct Run {
     /// Version of this layout (see `SCHEMA_VERSION`).
     pub schema_version: u32,
@@ -49,7 +49,7 @@ pub struct Run {
 }
 
 /// Client-side results of the load.
-#[derive(Debug, Clone, Serialize, Deserialize)]
+#[derive(Debug, Clone, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct LoadResults {
     /// Length of the load window actually run, seconds.
     pub duration_s: f64,
@@ -87,7 +87,9 @@ pub struct LoadResults {
 }
 
 /// Failures by class.
-#[derive(Debug, Clone, Copy, Default, Serialize, Deserialize, PartialEq, Eq)]
+#[derive(
+    Debug, Clone, Copy, Default, Serialize, Deserialize, schemars::JsonSchema, PartialEq, Eq,
+)]
 pub struct ErrorCounts {
     /// TCP connect or TLS handshake failed or timed out.
     pub connect: u64,
@@ -108,7 +110,7 @@ impl ErrorCounts {
 }
 
 /// A latency distribution: summary numbers plus the full histogram.
-#[derive(Debug, Clone, Serialize, Deserialize)]
+#[derive(Debug, Clone, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct LatencySummary {
     /// Number of values recorded.
     pub count: u64,
@@ -129,7 +131,7 @@ pub struct LatencySummary {
 }
 
 /// One percentile of a distribution.
-#[derive(Debug, Clone, Copy, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct Percentile {
     /// The percentile, e.g. 99.9.
     pub p: f64,
@@ -138,7 +140,7 @@ pub struct Percentile {
 }
 
 /// Mean, spread and maximum of a sampled rate.
-#[derive(Debug, Clone, Copy, Default, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, Default, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct Spread {
     pub mean: f64,
     pub stdev: f64,
@@ -148,7 +150,7 @@ pub struct Spread {
 }
 
 /// One second of the load.
-#[derive(Debug, Clone, Serialize, Deserialize)]
+#[derive(Debug, Clone, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct Second {
     /// Start of this interval, seconds from the start of the load.
     pub t_s: u64,
@@ -164,7 +166,7 @@ pub struct Second {
 }
 
 /// The load generator's self-check.
-#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct ClientCheck {
     /// Each worker thread's CPU use over its run.
     pub threads: Vec<ThreadCpu>,
@@ -176,7 +178,7 @@ pub struct ClientCheck {
 }
 
 /// CPU use of one load worker thread.
-#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct ThreadCpu {
     /// Kernel thread id.
     pub tid: i32,

@@ -18,7 +18,9 @@ use crate::watch::{Evidence, ProcRates};
 pub use explain::explain;
 
 /// How a finding bears on the result.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize)]
+#[derive(
+    Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize, schemars::JsonSchema,
+)]
 #[serde(rename_all = "snake_case")]
 pub enum Kind {
     /// This limited the run.
@@ -30,7 +32,7 @@ pub enum Kind {
 }
 
 /// One named number with its unit, taken from the Run.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct Fact {
     pub name: String,
     pub value: f64,
@@ -38,7 +40,7 @@ pub struct Fact {
 }
 
 /// A finding. `id` values are stable (documented in the README and by `loadlens explain`).
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct Finding {
     /// Stable kebab-case identifier, e.g. `listen-queue-overflow`.
     pub id: String,

@@ -515,7 +515,8 @@ fn run_queue_delay(c: &Ctx) -> Option<Finding> {
 /// core too: it counts as saturated, with the wait named.
 fn server_cpu_saturated(c: &Ctx) -> Option<Finding> {
     let workers = c.front_workers();
-    let demand = |p: &crate::watch::ProcRates| p.cpu_pct + p.run_delay_ms_per_s.unwrap_or(0.0) / 10.0;
+    let demand =
+        |p: &crate::watch::ProcRates| p.cpu_pct + p.run_delay_ms_per_s.unwrap_or(0.0) / 10.0;
     let busiest = workers.iter().map(|p| demand(p)).fold(0.0, f64::max);
     if workers.is_empty() || busiest < 90.0 {
         return None;
@@ -532,7 +533,11 @@ fn server_cpu_saturated(c: &Ctx) -> Option<Finding> {
     );
     f.evidence = vec![
         fact("busiest worker CPU", running, "%"),
-        fact("busiest worker CPU demand (running + run-queue wait)", busiest, "%"),
+        fact(
+            "busiest worker CPU demand (running + run-queue wait)",
+            busiest,
+            "%",
+        ),
         fact("workers", n as f64, "processes"),
         fact("CPUs", cpus as f64, "CPUs"),
     ];
@@ -613,7 +618,11 @@ fn new_connection_cost(c: &Ctx) -> Option<Finding> {
         format!("{per_conn:.1} requests per connection: connection set-up dominates"),
     );
     f.evidence = vec![
-        fact("connections opened by loadlens", opens as f64, "connections"),
+        fact(
+            "connections opened by loadlens",
+            opens as f64,
+            "connections",
+        ),
         fact("requests per connection", per_conn, "requests"),
         fact("workers", workers as f64, "processes"),
         fact("listen sockets on the port", listeners as f64, "sockets"),

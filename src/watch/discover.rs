@@ -11,7 +11,7 @@ use super::procfs::parse_pid_stat;
 use super::sockdiag::{Diag, Listener};
 
 /// What is being watched, as found before the load.
-#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct Topology {
     /// One line for people: "watching nginx master 4120 + 2 workers on 127.0.0.1:8080",
     /// or why nothing is watched.
@@ -28,7 +28,7 @@ pub struct Topology {
 }
 
 /// One watched server process.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct ServerProcess {
     pub pid: i32,
     pub ppid: i32,

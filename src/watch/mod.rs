@@ -72,7 +72,7 @@ const SYSCTLS: &[&str] = &[
 ];
 
 /// Everything watched during a run.
-#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct Evidence {
     /// Sampling interval, seconds.
     pub sample_interval_s: f64,
@@ -93,7 +93,7 @@ pub struct Evidence {
 }
 
 /// Read once before the load.
-#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct HostFacts {
     /// `uname -r`.
     pub kernel: String,
@@ -116,7 +116,7 @@ pub struct HostFacts {
 }
 
 /// CPU time shares over an interval, percent of that CPU.
-#[derive(Debug, Clone, Copy, Default, Serialize, Deserialize, PartialEq)]
+#[derive(Debug, Clone, Copy, Default, Serialize, Deserialize, schemars::JsonSchema, PartialEq)]
 pub struct CpuPct {
     pub cpu: u32,
     pub user: f64,
@@ -129,7 +129,7 @@ pub struct CpuPct {
 }
 
 /// One interface over an interval.
-#[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq)]
+#[derive(Debug, Clone, Default, Serialize, Deserialize, schemars::JsonSchema, PartialEq)]
 pub struct IfaceRate {
     pub name: String,
     pub rx_bytes_per_s: f64,
@@ -144,7 +144,7 @@ pub struct IfaceRate {
 }
 
 /// A listening socket's accept queue at one moment.
-#[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq)]
+#[derive(Debug, Clone, Default, Serialize, Deserialize, schemars::JsonSchema, PartialEq)]
 pub struct QueueGauge {
     pub addr: String,
     pub queue: u32,
@@ -152,7 +152,7 @@ pub struct QueueGauge {
 }
 
 /// One server process over an interval (or over the window).
-#[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq)]
+#[derive(Debug, Clone, Default, Serialize, Deserialize, schemars::JsonSchema, PartialEq)]
 pub struct ProcRates {
     pub pid: i32,
     pub comm: String,
@@ -186,7 +186,7 @@ pub struct ProcRates {
 }
 
 /// One sample: rates over the interval that ended at `t_s`, gauges at `t_s`.
-#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct Sample {
     /// Seconds from the start of the load window.
     pub t_s: f64,
@@ -207,7 +207,7 @@ pub struct Sample {
 }
 
 /// Deltas over exactly the load window.
-#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct Window {
     pub duration_s: f64,
     /// CPU shares per CPU over the window.
@@ -245,7 +245,7 @@ pub struct Window {
 }
 
 /// A process that is neither the server nor loadlens, with its CPU use over the window.
-#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct OtherProcess {
     pub pid: i32,
     pub comm: String,
@@ -306,7 +306,7 @@ fn qdiscs() -> BTreeMap<String, (u64, u64, u64)> {
 }
 
 /// Conntrack over the window.
-#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct Conntrack {
     pub count_max_seen: u64,
     pub max: u64,
@@ -317,7 +317,7 @@ pub struct Conntrack {
 }
 
 /// A listener's accept queue over the window.
-#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct QueueMax {
     pub addr: String,
     pub max_queue: u32,

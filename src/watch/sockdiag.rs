@@ -24,7 +24,7 @@ use netlink_sys::{protocols::NETLINK_SOCK_DIAG, Socket, SocketAddr};
 use serde::{Deserialize, Serialize};
 
 /// A listening socket and its queue.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct Listener {
     /// `127.0.0.1:8080`, `[::]:80` or a unix socket path.
     pub addr: String,

@@ -1,0 +1,74 @@
+//! The Run's JSON schema: generated from the structs (their doc comments are the field
+//! documentation), kept in docs/run.schema.json, and every Run loadlens writes — recorded
+//! lab Runs and a fresh one against nginx — validates against it.
+//!
+//! After changing the Run: `UPDATE_SCHEMA=1 cargo test --test schema`.
+
+mod common;
+
+use common::{run_json, Nginx};
+
+fn schema() -> serde_json::Value {
+    serde_json::to_value(schemars::schema_for!(loadlens::run::Run)).unwrap()
+}
+
+#[test]
+fn committed_schema_is_current() {
+    let path = concat!(env!("CARGO_MANIFEST_DIR"), "/docs/run.schema.json");
+    let text = serde_json::to_string_pretty(&schema()).unwrap() + "\n";
+    if std::env::var_os("UPDATE_SCHEMA").is_some() {
+        std::fs::write(path, &text).unwrap();
+    }
+    let committed = std::fs::read_to_string(path).unwrap_or_default();
+    assert!(
+        committed == text,
+        "docs/run.schema.json is out of date: run `UPDATE_SCHEMA=1 cargo test --test schema`"
+    );
+}
+
+fn validate(v: &serde_json::Value, what: &str) {
+    let s = schema();
+    let validator = jsonschema::validator_for(&s).expect("a valid schema");
+    let errors: Vec<String> = validator
+        .iter_errors(v)
+        .map(|e| format!("{} at {}", e, e.instance_path()))
+        .take(5)
+        .collect();
+    assert!(errors.is_empty(), "{what}: {errors:?}");
+}
+
+#[test]
+fn recorded_lab_runs_validate() {
+    let dir = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/data/runs");
+    let mut n = 0;
+    for e in std::fs::read_dir(dir).unwrap() {
+        let p = e.unwrap().path();
+        let v: serde_json::Value =
+            serde_json::from_str(&std::fs::read_to_string(&p).unwrap()).unwrap();
+        validate(&v, &p.display().to_string());
+        n += 1;
+    }
+    assert!(n >= 22);
+}
+
+#[test]
+fn a_fresh_run_validates() {
+    let ng = Nginx::start("", "");
+    let run = run_json(&["-n", "500", "-c", "4", "-t", "2", &ng.url("/1k.txt")]);
+    assert!(run["findings"].is_array());
+    validate(&run, "fresh run");
+}
+
+#[test]
+fn the_schema_rejects_a_wrong_type() {
+    let dir = concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/tests/data/runs/healthy-before.json"
+    );
+    let mut v: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(dir).unwrap()).unwrap();
+    v["results"]["responses"] = serde_json::json!("many");
+    let s = schema();
+    let validator = jsonschema::validator_for(&s).unwrap();
+    assert!(!validator.is_valid(&v));
+}
