@@ -35,6 +35,8 @@ pub const FINDINGS: &[(&str, &str, &str)] = &[
      "Mechanism: one worker serves thousands of connections in one loop; one blocking call (log reopen, disk read, a stop) delays all of them by the same amount.\nConfirm: latency spikes in the per-second timeline; `strace -T -p WORKER` for slow syscalls; offcputime.\nFix: buffered access logs, `aio threads`, remove the blocking work.\nSource: nginx-tail-latencies.txt (a blocking log reopen)."),
     ("fd-limit", "a process at its open-files limit",
      "Mechanism: every connection is a descriptor; at RLIMIT_NOFILE accept()/connect() fail with EMFILE.\nConfirm: `ls /proc/PID/fd | wc -l` vs `grep 'open files' /proc/PID/limits`; nginx \"Too many open files\".\nFix: `worker_rlimit_nofile`, LimitNOFILE=, ulimit -n."),
+    ("worker-connections-exhausted", "nginx workers at their worker_connections limit",
+     "Mechanism: a worker serves at most worker_connections connections, clients and upstreams together; past it nginx logs \"worker_connections are not enough\" and stops accepting.\nConfirm: `ls /proc/WORKER/fd | wc -l` vs `nginx -T | grep worker_connections`; the error log.\nFix: raise worker_connections and worker_rlimit_nofile."),
     ("retransmits", "TCP retransmitting a noticeable share of segments",
      "Mechanism: a lost segment stalls its connection for an RTT or an RTO.\nConfirm: `nstat -az TcpRetransSegs TcpExtTCPTimeouts`; `ss -ti` retrans.\nFix: find the drop (qdisc, NIC, softnet backlog, network)."),
     ("nagle-delayed-ack", "a ~40 ms latency mode: Nagle + delayed ACK",

@@ -198,6 +198,23 @@ impl<'a> Ctx<'a> {
         }
     }
 
+    /// A directive's values in nginx's running configuration, joined (`None` when the
+    /// configuration was not read).
+    pub fn nginx(&self, directive: &str) -> Option<String> {
+        let cfg = self.ev?.topology.nginx.as_ref()?;
+        Some(match cfg.directives.get(directive) {
+            Some(v) => v.join(" | "),
+            None => "not set (default)".to_string(),
+        })
+    }
+
+    /// `(now: …)` for a fix, from nginx's configuration, or "" when unknown.
+    pub fn now(&self, directive: &str) -> String {
+        self.nginx(directive)
+            .map(|v| format!(" (now `{directive} {v}`)"))
+            .unwrap_or_default()
+    }
+
     /// The number of CPUs.
     pub fn cpus(&self) -> u32 {
         self.ev.map(|e| e.host.cpus).unwrap_or(1).max(1)

@@ -20,6 +20,7 @@ pub(super) const ALL: &[Rule] = &[
     link_saturated,
     softirq_concentrated,
     fd_limit,
+    worker_connections_exhausted,
     server_cpu_saturated,
     worker_imbalance,
     new_connection_cost,
@@ -182,7 +183,8 @@ fn listen_queue_overflow(c: &Ctx) -> Option<Finding> {
         "The kernel completed handshakes faster than the server accepted them; with the accept queue full (effective backlog = min(listen backlog, net.core.somaxconn) = {backlog}) it drops the client's final ACK, and the client retransmits after a second or more — the latency spikes and lost throughput of the run."
     );
     f.fix = format!(
-        "raise the nginx `listen ... backlog=` (effective now {backlog}) and net.core.somaxconn (now {somaxconn}), e.g. 4096; also check the server accepts fast enough (workers, `multi_accept`)"
+        "raise the nginx `listen ... backlog=` (effective now {backlog}){} and net.core.somaxconn (now {somaxconn}), e.g. 4096; also check the server accepts fast enough (workers, `multi_accept`)",
+        c.now("listen")
     );
     Some(f)
 }
@@ -300,7 +302,8 @@ fn ephemeral_ports_exhausted(c: &Ctx) -> Option<Finding> {
     ];
     f.explanation = "Every outgoing connection needs a local port, and a closed connection keeps its port in TIME_WAIT for 60 s; when all ports of net.ipv4.ip_local_port_range are taken, connect() fails with EADDRNOTAVAIL (nginx: \"connect() failed (99: Cannot assign requested address)\") and the proxy answers 502.".into();
     f.fix = format!(
-        "reuse upstream connections (`keepalive 32;` in the upstream block, with `proxy_http_version 1.1; proxy_set_header Connection \"\";`), and widen net.ipv4.ip_local_port_range (now {range_s}), e.g. \"10000 65535\""
+        "reuse upstream connections (`keepalive 32;` in the upstream block{}, with `proxy_http_version 1.1; proxy_set_header Connection \"\";`), and widen net.ipv4.ip_local_port_range (now {range_s}), e.g. \"10000 65535\"",
+        c.now("keepalive")
     );
     Some(f)
 }
@@ -339,7 +342,8 @@ fn time_wait_connect_cost(c: &Ctx) -> Option<Finding> {
         "The server opened a new connection to its upstream for almost every request and closed it, leaving it in TIME_WAIT; with net.ipv4.tcp_tw_reuse={reuse}, each connect() searches past those entries for a free port (inet_hash_connect, __inet_check_established), so the worker's CPU goes to the kernel."
     );
     f.fix = format!(
-        "reuse upstream connections: `keepalive 32;` (and `keepalive_requests` high) in the upstream block with `proxy_http_version 1.1; proxy_set_header Connection \"\";` (FastCGI: `fastcgi_keep_conn on;`); or set net.ipv4.tcp_tw_reuse=1 (now {reuse})"
+        "reuse upstream connections: `keepalive 32;`{} (and `keepalive_requests` high) in the upstream block with `proxy_http_version 1.1; proxy_set_header Connection \"\";` (FastCGI: `fastcgi_keep_conn on;`); or set net.ipv4.tcp_tw_reuse=1 (now {reuse})",
+        c.now("keepalive")
     );
     Some(f)
 }
@@ -448,7 +452,8 @@ fn small_proxy_buffers(c: &Ctx) -> Option<Finding> {
     ];
     f.explanation = "The proxy reads the upstream response into its proxy buffers; buffers far smaller than the response mean one readv (and a matching writev to the client) per few KiB, so the worker spends its CPU on syscalls instead of moving data.".into();
     f.fix = format!(
-        "size the buffers to the responses: `proxy_buffer_size 128k; proxy_buffers 8 128k; proxy_busy_buffers_size 128k;` (responses here average {:.0} KiB; now about {:.0} KiB per read)",
+        "size the buffers to the responses: `proxy_buffer_size 128k; proxy_buffers 8 128k; proxy_busy_buffers_size 128k;`{} (responses here average {:.0} KiB; now about {:.0} KiB per read)",
+        c.now("proxy_buffers"),
         size / 1024.0,
         bpr / 1024.0
     );
@@ -552,7 +557,7 @@ fn server_cpu_saturated(c: &Ctx) -> Option<Finding> {
         }
     );
     f.fix = if n < cpus {
-        format!("`worker_processes auto;` (now {n}) so every CPU serves; then profile where the CPU goes (`perf top -p PID`)")
+        format!("`worker_processes auto;` (now {n} worker{}{}) so every CPU serves; then profile where the CPU goes (`perf top -p PID`)", if n == 1 { "" } else { "s" }, c.now("worker_processes"))
     } else {
         "the CPU is the limit: profile where it goes (`perf top -p PID`): TLS, gzip, logging, syscalls; or add machines".into()
     };
@@ -832,6 +837,40 @@ fn fd_limit(c: &Ctx) -> Option<Finding> {
         .push(fact("loadlens EMFILE/ENFILE", own as f64, "connects"));
     f.explanation = "Every connection is a file descriptor; at the limit, accept() or connect() fails (EMFILE) and connections are refused or dropped.".into();
     f.fix = "raise the limit: `worker_rlimit_nofile 65535;` for nginx (and `LimitNOFILE=` in its unit), `ulimit -n` for loadlens".into();
+    Some(f)
+}
+
+/// nginx workers holding nearly `worker_connections` connections (each one an fd).
+fn worker_connections_exhausted(c: &Ctx) -> Option<Finding> {
+    let limit: u64 = c
+        .nginx("worker_connections")?
+        .split_whitespace()
+        .next()?
+        .parse()
+        .ok()?;
+    let w = c
+        .front_workers()
+        .into_iter()
+        .filter(|p| p.comm == "nginx")
+        .max_by_key(|p| p.fds.unwrap_or(0))?;
+    let fds = w.fds?;
+    if (fds as f64) < 0.9 * limit as f64 {
+        return None;
+    }
+    let mut f = finding(
+        "worker-connections-exhausted",
+        Kind::Bottleneck,
+        ramp(fds as f64 / limit as f64, 0.9, 1.0),
+        format!("nginx worker {} at its worker_connections ({limit})", w.pid),
+    );
+    f.evidence = vec![
+        fact("worker open fds", fds as f64, "fds"),
+        fact("worker_connections", limit as f64, "connections"),
+    ];
+    f.explanation = "Each worker handles at most worker_connections connections (client and upstream together); at the limit it stops accepting (error log: \"worker_connections are not enough\") and new connections wait in the accept queue or are dropped.".into();
+    f.fix = format!(
+        "raise `worker_connections` (now {limit}) in the events block, with `worker_rlimit_nofile` at least as high"
+    );
     Some(f)
 }
 

@@ -24,6 +24,19 @@ pub struct Setup {
     pub beside: Option<Beside>,
 }
 
+impl Setup {
+    /// Load `url` with `args`, watching `server_pids`; nothing beside, no prefix.
+    fn new(url: String, load_args: &[&str], server_pids: Vec<i32>) -> Setup {
+        Setup {
+            url,
+            args: args(load_args),
+            server_pids,
+            beside: None,
+            client_prefix: Vec::new(),
+        }
+    }
+}
+
 /// A background activity for the length of the run.
 pub struct Beside {
     stop: Arc<AtomicBool>,
@@ -132,13 +145,7 @@ pub fn all() -> Vec<Scenario> {
                 let c = w.client();
                 let s = w.server();
                 let pid = start_nginx(w, &s, &c, &Nginx { listen: listen(), ..Nginx::default() })?;
-                Ok(Setup {
-                    url: url("/1k.bin"),
-                    args: args(&["-c", "50"]),
-                    server_pids: vec![pid],
-                    beside: None,
-                    client_prefix: Vec::new(),
-                })
+                Ok(Setup::new(url("/1k.bin"), &["-c", "50"], vec![pid]))
             },
         },
         Scenario {
@@ -169,13 +176,7 @@ pub fn all() -> Vec<Scenario> {
                         ..Nginx::default()
                     },
                 )?;
-                Ok(Setup {
-                    url: url("/1k.bin"),
-                    args: args(&["-c", "300", "--connreqs", "1", "--timeout", "3s"]),
-                    server_pids: vec![pid],
-                    beside: None,
-                    client_prefix: Vec::new(),
-                })
+                Ok(Setup::new(url("/1k.bin"), &["-c", "300", "--connreqs", "1", "--timeout", "3s"], vec![pid]))
             },
         },
         Scenario {
@@ -213,13 +214,7 @@ pub fn all() -> Vec<Scenario> {
                         ..Nginx::default()
                     },
                 )?;
-                Ok(Setup {
-                    url: url("/"),
-                    args: args(&["-c", "50", "--timeout", "2s"]),
-                    server_pids: vec![pid, fpm],
-                    beside: None,
-                    client_prefix: Vec::new(),
-                })
+                Ok(Setup::new(url("/"), &["-c", "50", "--timeout", "2s"], vec![pid, fpm]))
             },
         },
         Scenario {
@@ -292,13 +287,7 @@ pub fn all() -> Vec<Scenario> {
                         ..Nginx::default()
                     },
                 )?;
-                Ok(Setup {
-                    url: url("/91k.bin"),
-                    args: args(&["-c", "20"]),
-                    server_pids: vec![pid],
-                    beside: None,
-                    client_prefix: Vec::new(),
-                })
+                Ok(Setup::new(url("/91k.bin"), &["-c", "20"], vec![pid]))
             },
         },
         Scenario {
@@ -327,13 +316,7 @@ pub fn all() -> Vec<Scenario> {
                         ..Nginx::default()
                     },
                 )?;
-                Ok(Setup {
-                    url: url("/1k.bin"),
-                    args: args(&["-c", "100", "--connreqs", "1"]),
-                    server_pids: vec![pid],
-                    beside: None,
-                    client_prefix: Vec::new(),
-                })
+                Ok(Setup::new(url("/1k.bin"), &["-c", "100", "--connreqs", "1"], vec![pid]))
             },
         },
         Scenario {
@@ -367,13 +350,7 @@ pub fn all() -> Vec<Scenario> {
                 }
                 hog.extend(["sh", "-c", "while :; do :; done"]);
                 w.spawn(&s, "hog", &hog)?;
-                Ok(Setup {
-                    url: url("/1k.bin"),
-                    args: args(&["-c", "20", "-t", "1"]),
-                    server_pids: vec![pid],
-                    beside: None,
-                    client_prefix: Vec::new(),
-                })
+                Ok(Setup::new(url("/1k.bin"), &["-c", "20", "-t", "1"], vec![pid]))
             },
         },
         Scenario {
@@ -412,11 +389,8 @@ pub fn all() -> Vec<Scenario> {
                     })
                 });
                 Ok(Setup {
-                    url: url("/1k.bin"),
-                    args: args(&["-c", "20"]),
-                    server_pids: vec![pid],
                     beside,
-                    client_prefix: Vec::new(),
+                    ..Setup::new(url("/1k.bin"), &["-c", "20"], vec![pid])
                 })
             },
         },
@@ -455,13 +429,7 @@ pub fn all() -> Vec<Scenario> {
                         ..Nginx::default()
                     },
                 )?;
-                Ok(Setup {
-                    url: url("/1m.txt"),
-                    args: args(&["-c", "10", "-H", "Accept-Encoding: gzip", "--timeout", "5s"]),
-                    server_pids: vec![pid],
-                    beside: None,
-                    client_prefix: Vec::new(),
-                })
+                Ok(Setup::new(url("/1m.txt"), &["-c", "10", "-H", "Accept-Encoding: gzip", "--timeout", "5s"], vec![pid]))
             },
         },
         Scenario {
@@ -497,11 +465,8 @@ pub fn all() -> Vec<Scenario> {
                     w.spawn(&c, "hog", &["taskset", "-c", "0", "sh", "-c", "while :; do :; done"])?;
                 }
                 Ok(Setup {
-                    url: url("/1k.bin"),
-                    args: args(&["-c", "40", "-t", "1"]),
-                    server_pids: vec![pid],
-                    beside: None,
                     client_prefix: args(&["taskset", "-c", "0"]),
+                    ..Setup::new(url("/1k.bin"), &["-c", "40", "-t", "1"], vec![pid])
                 })
             },
         },
@@ -549,11 +514,5 @@ fn proxy_no_keepalive(w: &mut World, fixed: bool, tiny_port_range: bool) -> anyh
             ..Nginx::default()
         },
     )?;
-    Ok(Setup {
-        url: url("/1k.bin"),
-        args: args(&["-c", "20"]),
-        server_pids: vec![pid],
-        beside: None,
-        client_prefix: Vec::new(),
-    })
+    Ok(Setup::new(url("/1k.bin"), &["-c", "20"], vec![pid]))
 }

@@ -7,7 +7,7 @@ use std::net::{IpAddr, SocketAddr};
 
 use serde::{Deserialize, Serialize};
 
-use super::procfs::parse_pid_stat;
+use super::procfs::all_pid_stats;
 use super::sockdiag::{Diag, Listener};
 
 /// What is being watched, as found before the load.
@@ -25,6 +25,10 @@ pub struct Topology {
     pub unix_listeners: Vec<Listener>,
     /// The server's processes.
     pub processes: Vec<ServerProcess>,
+    /// nginx's configuration (`nginx -T` with the master's binary and config), when the
+    /// server is nginx and it could be read.
+    #[serde(default)]
+    pub nginx: Option<super::nginx::NginxConfig>,
 }
 
 /// One watched server process.
@@ -76,22 +80,10 @@ pub fn hinted(hints: &Hints, warnings: &mut Vec<String>) -> BTreeSet<i32> {
 
 /// Every process: pid → (ppid, comm).
 fn all_processes() -> BTreeMap<i32, (i32, String)> {
-    let mut out = BTreeMap::new();
-    let Ok(rd) = std::fs::read_dir("/proc") else {
-        return out;
-    };
-    for e in rd.flatten() {
-        let Some(pid) = e.file_name().to_str().and_then(|s| s.parse::<i32>().ok()) else {
-            continue;
-        };
-        if let Some(s) = std::fs::read_to_string(format!("/proc/{pid}/stat"))
-            .ok()
-            .and_then(|t| parse_pid_stat(&t))
-        {
-            out.insert(pid, (s.ppid, s.comm));
-        }
-    }
-    out
+    all_pid_stats()
+        .into_iter()
+        .map(|(pid, s)| (pid, (s.ppid, s.comm)))
+        .collect()
 }
 
 /// Socket inodes held by `pid` (from its fd links `socket:[INODE]`); `None` when the
@@ -215,6 +207,16 @@ pub fn discover(
         }
     }
 
+    if let Some(m) = topo
+        .processes
+        .iter()
+        .find(|p| p.comm == "nginx" && p.role != "worker")
+    {
+        match super::nginx::read(m.pid) {
+            Ok(cfg) => topo.nginx = Some(cfg),
+            Err(e) => warnings.push(format!("nginx configuration not read: {e}")),
+        }
+    }
     topo.summary = summarize(&topo, target);
     if topo.processes.is_empty() {
         let why = if topo.listeners.is_empty() {

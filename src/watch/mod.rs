@@ -11,6 +11,7 @@
 //! 100 ms, 10 h at 1 s), after which sampling continues only for the window deltas.
 
 pub mod discover;
+pub mod nginx;
 pub mod procfs;
 pub mod sockdiag;
 
@@ -257,21 +258,10 @@ pub struct OtherProcess {
 
 /// Every process's CPU ticks and last CPU, for [`OtherProcess`].
 fn all_cpu_ticks() -> BTreeMap<i32, (String, u64, u32)> {
-    let mut out = BTreeMap::new();
-    if let Ok(rd) = std::fs::read_dir("/proc") {
-        for e in rd.flatten() {
-            let Some(pid) = e.file_name().to_str().and_then(|s| s.parse::<i32>().ok()) else {
-                continue;
-            };
-            if let Some(st) = std::fs::read_to_string(format!("/proc/{pid}/stat"))
-                .ok()
-                .and_then(|t| parse_pid_stat(&t))
-            {
-                out.insert(pid, (st.comm, st.utime + st.stime, st.processor));
-            }
-        }
-    }
-    out
+    all_pid_stats()
+        .into_iter()
+        .map(|(pid, st)| (pid, (st.comm, st.utime + st.stime, st.processor)))
+        .collect()
 }
 
 /// Rate-limiting qdiscs in the calling thread's namespace: `tc -s -j qdisc show` (tc

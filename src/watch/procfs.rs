@@ -304,6 +304,26 @@ pub fn parse_pid_stat(text: &str) -> Option<PidStat> {
     })
 }
 
+/// `/proc/PID/stat` of every process (those that vanish while listed are skipped).
+pub fn all_pid_stats() -> BTreeMap<i32, PidStat> {
+    let mut out = BTreeMap::new();
+    let Ok(rd) = std::fs::read_dir("/proc") else {
+        return out;
+    };
+    for e in rd.flatten() {
+        let Some(pid) = e.file_name().to_str().and_then(|s| s.parse::<i32>().ok()) else {
+            continue;
+        };
+        if let Some(s) = std::fs::read_to_string(format!("/proc/{pid}/stat"))
+            .ok()
+            .and_then(|t| parse_pid_stat(&t))
+        {
+            out.insert(pid, s);
+        }
+    }
+    out
+}
+
 /// The fields of `/proc/PID/status` loadlens uses.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct PidStatus {

@@ -233,10 +233,17 @@ pub fn loadlens() -> Command {
 
 /// Runs `loadlens run ARGS --json FILE` and returns the Run as JSON.
 pub fn run_json(args: &[&str]) -> Value {
+    let mut cmd = loadlens();
+    cmd.arg("run");
+    json_of(cmd, args)
+}
+
+/// Runs `cmd ARGS --json FILE -q` (a `loadlens run` however started), asserts it
+/// succeeded and returns the Run.
+fn json_of(mut cmd: Command, args: &[&str]) -> Value {
     let dir = tempfile::tempdir().unwrap();
     let out_path: PathBuf = dir.path().join("run.json");
-    let out = loadlens()
-        .arg("run")
+    let out = cmd
         .args(args)
         .arg("--json")
         .arg(&out_path)
@@ -358,20 +365,7 @@ impl Drop for NetnsPair {
 
 /// Runs loadlens inside network namespace `ns` and returns the Run.
 pub fn run_json_in(ns: &str, args: &[&str]) -> Value {
-    let dir = tempfile::tempdir().unwrap();
-    let out_path: PathBuf = dir.path().join("run.json");
-    let out = Command::new("ip")
-        .args(["netns", "exec", ns, env!("CARGO_BIN_EXE_loadlens"), "run"])
-        .args(args)
-        .arg("--json")
-        .arg(&out_path)
-        .arg("-q")
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "loadlens failed: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    serde_json::from_str(&std::fs::read_to_string(&out_path).unwrap()).unwrap()
+    let mut cmd = Command::new("ip");
+    cmd.args(["netns", "exec", ns, env!("CARGO_BIN_EXE_loadlens"), "run"]);
+    json_of(cmd, args)
 }
