@@ -166,3 +166,145 @@ fn explain_covers_every_rule_id() {
     }
     assert!(explain("nope").is_none());
 }
+
+/// The rules no lab scenario triggers, on a recorded Run with the one signal changed:
+/// each fires past its threshold and stays quiet just under it.
+mod synthetic {
+    use super::*;
+    use crate::watch::Conntrack;
+
+    fn fires(run: &Run, id: &str) -> bool {
+        diagnose(run).iter().any(|f| f.id == id)
+    }
+
+    fn with_counters(kv: &[(&str, u64)]) -> Run {
+        let mut run = fixture("healthy-before");
+        let c = &mut run.evidence.as_mut().unwrap().window.counters;
+        for (k, v) in kv {
+            c.insert(k.to_string(), *v);
+        }
+        run
+    }
+
+    #[test]
+    fn syn_queue_overflow() {
+        assert!(fires(
+            &with_counters(&[("TcpExt.TCPReqQFullDrop", 500)]),
+            "syn-queue-overflow"
+        ));
+        assert!(!fires(
+            &with_counters(&[("TcpExt.TCPReqQFullDrop", 5)]),
+            "syn-queue-overflow"
+        ));
+    }
+
+    #[test]
+    fn retransmits() {
+        let out = [("Tcp.OutSegs", 100_000)];
+        assert!(fires(
+            &with_counters(&[out[0], ("Tcp.RetransSegs", 5_000)]),
+            "retransmits"
+        ));
+        assert!(!fires(
+            &with_counters(&[out[0], ("Tcp.RetransSegs", 500)]),
+            "retransmits"
+        ));
+    }
+
+    #[test]
+    fn conntrack_full() {
+        let mut run = fixture("healthy-before");
+        let ct = |count, drop| Conntrack {
+            count_max_seen: count,
+            max: 1000,
+            drop,
+            ..Conntrack::default()
+        };
+        run.evidence.as_mut().unwrap().window.conntrack = Some(ct(990, 0));
+        assert!(fires(&run, "conntrack-full"));
+        run.evidence.as_mut().unwrap().window.conntrack = Some(ct(800, 0));
+        assert!(!fires(&run, "conntrack-full"));
+        run.evidence.as_mut().unwrap().window.conntrack = Some(ct(800, 3));
+        assert!(fires(&run, "conntrack-full"), "drops alone are enough");
+    }
+
+    #[test]
+    fn fd_limit_and_worker_connections() {
+        let mut run = fixture("healthy-before");
+        let set_fds = |run: &mut Run, fds: u64| {
+            for p in run.evidence.as_mut().unwrap().window.processes.iter_mut() {
+                p.fds = Some(fds);
+                p.fd_limit = Some(1024);
+            }
+        };
+        set_fds(&mut run, 1000);
+        assert!(fires(&run, "fd-limit"));
+        set_fds(&mut run, 800);
+        assert!(!fires(&run, "fd-limit"));
+        let mut cfg = crate::watch::nginx::NginxConfig::default();
+        cfg.directives
+            .insert("worker_connections".into(), vec!["850".into()]);
+        run.evidence.as_mut().unwrap().topology.nginx = Some(cfg);
+        assert!(fires(&run, "worker-connections-exhausted"));
+        set_fds(&mut run, 700);
+        assert!(!fires(&run, "worker-connections-exhausted"));
+    }
+
+    #[test]
+    fn worker_imbalance() {
+        let mut run = fixture("conn-per-request-before");
+        let set = |run: &mut Run, a: f64, b: f64| {
+            let ws: Vec<&mut crate::watch::ProcRates> = run
+                .evidence
+                .as_mut()
+                .unwrap()
+                .window
+                .processes
+                .iter_mut()
+                .filter(|p| p.role == "worker")
+                .collect();
+            for (p, v) in ws.into_iter().zip([a, b]) {
+                p.cpu_pct = v;
+            }
+        };
+        set(&mut run, 90.0, 20.0);
+        assert!(fires(&run, "worker-imbalance"));
+        set(&mut run, 45.0, 40.0);
+        assert!(!fires(&run, "worker-imbalance"));
+    }
+
+    #[test]
+    fn softirq_concentrated() {
+        let mut run = fixture("healthy-before");
+        let set = |run: &mut Run, hot: f64| {
+            let cpus = &mut run.evidence.as_mut().unwrap().window.cpus;
+            cpus[0].softirq = hot;
+            cpus[0].idle = 0.0;
+            cpus[1].softirq = 3.0;
+            cpus[1].idle = 70.0;
+        };
+        set(&mut run, 65.0);
+        assert!(fires(&run, "softirq-concentrated"));
+        set(&mut run, 30.0);
+        assert!(!fires(&run, "softirq-concentrated"));
+    }
+
+    #[test]
+    fn nagle_delayed_ack() {
+        let mut run = fixture("healthy-before");
+        let with_mode = |share_40ms: f64| {
+            let mut h = crate::engine::stats::latency_histogram(std::time::Duration::from_secs(5));
+            let n = 10_000u64;
+            let slow = (n as f64 * share_40ms) as u64;
+            h.record_n(500, n - slow).unwrap();
+            if slow > 0 {
+                h.record_n(40_000, slow).unwrap();
+            }
+            crate::run::LatencySummary::from_histogram(&h, false)
+        };
+        run.results.latency = with_mode(0.2);
+        assert!(fires(&run, "nagle-delayed-ack"));
+        run.results.latency = with_mode(0.02);
+        assert!(!fires(&run, "nagle-delayed-ack"));
+    }
+}

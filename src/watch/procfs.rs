@@ -475,6 +475,17 @@ mod tests {
     }
 
     #[test]
+    fn captured_in_a_network_namespace() {
+        // A fresh namespace: its own counters, all zero, the same layout.
+        let s = parse_snmp(&data("netns-proc-net-snmp"));
+        assert_eq!(s["Tcp.PassiveOpens"], 0);
+        assert_eq!(s["Tcp.ActiveOpens"], 0);
+        let st = parse_sockstat(&data("netns-proc-net-sockstat"));
+        assert_eq!(st["TCP.inuse"], 0);
+        assert_eq!(st["TCP.tw"], 0);
+    }
+
+    #[test]
     fn sockstat() {
         let s = parse_sockstat(&data("host-proc-net-sockstat"));
         assert_eq!(s["TCP.tw"], 59);
