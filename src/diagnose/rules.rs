@@ -765,6 +765,16 @@ fn event_loop_stall(c: &Ctx) -> Option<Finding> {
     if (slow as f64) < 0.5 * conns || slow as f64 > 0.02 * h.len() as f64 {
         return None;
     }
+    // A stalled worker is not running: if it was busy (or waiting for a CPU) nearly all
+    // the time, slow requests come from the work itself, not from a stall.
+    let demand = c
+        .front_workers()
+        .iter()
+        .map(|p| p.cpu_pct + p.run_delay_ms_per_s.unwrap_or(0.0) / 10.0)
+        .fold(0.0, f64::max);
+    if demand >= 90.0 {
+        return None;
+    }
     let stalls = slow as f64 / conns;
     let stopped =
         c.ev.map(|e| {

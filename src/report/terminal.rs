@@ -129,6 +129,9 @@ pub fn render(run: &Run, latency: bool) -> String {
     let _ = writeln!(o, "Transfer/sec: {:>10}", fmt_bytes(r.bytes_per_s));
     if let Some(e) = &run.evidence {
         o.push_str(&super::during::render(e));
+    }
+    // Without the watch only client-side findings can exist; say nothing when none did.
+    if run.evidence.is_some() || !run.findings.is_empty() {
         o.push_str(&super::during::findings(&run.findings));
     }
     let c = &run.client;
