@@ -198,21 +198,21 @@ impl<'a> Ctx<'a> {
         }
     }
 
-    /// A directive's values in nginx's running configuration, joined (`None` when the
-    /// configuration was not read).
-    pub fn nginx(&self, directive: &str) -> Option<String> {
+    /// A directive's values in nginx's running configuration, joined with ` | `: outer
+    /// `None` when the configuration was not read, inner `None` when the directive is
+    /// not set.
+    pub fn nginx(&self, directive: &str) -> Option<Option<String>> {
         let cfg = self.ev?.topology.nginx.as_ref()?;
-        Some(match cfg.directives.get(directive) {
-            Some(v) => v.join(" | "),
-            None => "not set (default)".to_string(),
-        })
+        Some(cfg.directives.get(directive).map(|v| v.join(" | ")))
     }
 
-    /// `(now: …)` for a fix, from nginx's configuration, or "" when unknown.
+    /// `(now …)` for a fix, from nginx's configuration, or "" when unknown.
     pub fn now(&self, directive: &str) -> String {
-        self.nginx(directive)
-            .map(|v| format!(" (now `{directive} {v}`)"))
-            .unwrap_or_default()
+        match self.nginx(directive) {
+            Some(Some(v)) => format!(" (now `{directive} {v}`)"),
+            Some(None) => format!(" (now `{directive}` is not set)"),
+            None => String::new(),
+        }
     }
 
     /// The number of CPUs.

@@ -853,7 +853,7 @@ fn fd_limit(c: &Ctx) -> Option<Finding> {
 /// nginx workers holding nearly `worker_connections` connections (each one an fd).
 fn worker_connections_exhausted(c: &Ctx) -> Option<Finding> {
     let limit: u64 = c
-        .nginx("worker_connections")?
+        .nginx("worker_connections")??
         .split_whitespace()
         .next()?
         .parse()
@@ -892,13 +892,17 @@ fn nagle_delayed_ack(c: &Ctx) -> Option<Finding> {
     if h.is_empty() {
         return None;
     }
-    let in_mode: u64 = h
-        .iter_recorded()
-        .filter(|v| (36_000..=48_000).contains(&v.value_iterated_to()))
-        .map(|v| v.count_since_last_iteration())
-        .sum();
+    let count = |lo: u64, hi: u64| -> u64 {
+        h.iter_recorded()
+            .filter(|v| (lo..=hi).contains(&v.value_iterated_to()))
+            .map(|v| v.count_since_last_iteration())
+            .sum()
+    };
+    let in_mode = count(36_000, 48_000);
+    // A mode, not a broad tail: the 40 ms window must stand well above its neighbours.
+    let around = count(24_000, 35_999).max(count(48_001, 60_000));
     let share = in_mode as f64 / h.len() as f64;
-    if share < 0.05 || h.value_at_quantile(0.5) >= 30_000 {
+    if share < 0.05 || in_mode < 3 * around || h.value_at_quantile(0.5) >= 30_000 {
         return None;
     }
     let mut f = finding(

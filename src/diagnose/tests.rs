@@ -308,3 +308,16 @@ mod synthetic {
         assert!(!fires(&run, "nagle-delayed-ack"));
     }
 }
+
+#[test]
+fn a_broad_tail_is_not_a_nagle_mode() {
+    let mut run = fixture("healthy-before");
+    let mut h = crate::engine::stats::latency_histogram(std::time::Duration::from_secs(5));
+    h.record_n(1_000, 8_000).unwrap();
+    // 20–80 ms spread evenly: 10% of requests fall near 40 ms, but there is no peak.
+    for ms in 20..80u64 {
+        h.record_n(ms * 1000, 33).unwrap();
+    }
+    run.results.latency = crate::run::LatencySummary::from_histogram(&h, false);
+    assert!(!diagnose(&run).iter().any(|f| f.id == "nagle-delayed-ack"));
+}
