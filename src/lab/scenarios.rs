@@ -102,6 +102,21 @@ fn listen() -> String {
     format!("{SERVER_IP}:{PORT}")
 }
 
+/// Starts the front nginx (`n`, its `listen` set to the server address) inside the
+/// server namespace, ready once the client namespace can connect. Returns its pid.
+fn start_front(w: &mut World, n: Nginx) -> anyhow::Result<i32> {
+    let (c, s) = (w.client(), w.server());
+    start_nginx(
+        w,
+        &s,
+        &c,
+        &Nginx {
+            listen: listen(),
+            ..n
+        },
+    )
+}
+
 fn args(a: &[&str]) -> Vec<String> {
     a.iter().map(|s| s.to_string()).collect()
 }
@@ -142,9 +157,7 @@ pub fn all() -> Vec<Scenario> {
             },
             build: |w, _fixed| {
                 w.two_hosts()?;
-                let c = w.client();
-                let s = w.server();
-                let pid = start_nginx(w, &s, &c, &Nginx { listen: listen(), ..Nginx::default() })?;
+                let pid = start_front(w, Nginx::default())?;
                 Ok(Setup::new(url("/1k.bin"), &["-c", "50"], vec![pid]))
             },
         },
@@ -174,8 +187,7 @@ pub fn all() -> Vec<Scenario> {
                         listen: listen(),
                         listen_opts: opts,
                         ..Nginx::default()
-                    },
-                )?;
+                    })?;
                 Ok(Setup::new(url("/1k.bin"), &["-c", "300", "--connreqs", "1", "--timeout", "3s"], vec![pid]))
             },
         },
@@ -192,7 +204,6 @@ pub fn all() -> Vec<Scenario> {
             },
             build: |w, fixed| {
                 w.two_hosts()?;
-                let c = w.client();
                 let s = w.server();
                 let sock = w.dir.join("php/fpm.sock").display().to_string();
                 let pm = if fixed {
@@ -202,18 +213,12 @@ pub fn all() -> Vec<Scenario> {
                 };
                 let fpm = start_php_fpm(w, &s, &sock, pm, 200)?;
                 let app = w.dir.join("php/app.php").display().to_string();
-                let pid = start_nginx(
-                    w,
-                    &s,
-                    &c,
-                    &Nginx {
-                        listen: listen(),
+                let pid = start_front(w, Nginx {
                         server_extra: format!(
                             "location / {{ fastcgi_pass unix:{sock}; include /etc/nginx/fastcgi_params; fastcgi_param SCRIPT_FILENAME {app}; fastcgi_read_timeout 60s; }}"
                         ),
                         ..Nginx::default()
-                    },
-                )?;
+                    })?;
                 Ok(Setup::new(url("/"), &["-c", "50", "--timeout", "2s"], vec![pid, fpm]))
             },
         },
@@ -256,7 +261,6 @@ pub fn all() -> Vec<Scenario> {
             },
             build: |w, fixed| {
                 w.two_hosts()?;
-                let c = w.client();
                 let s = w.server();
                 // The upstream: a second nginx in the server namespace on loopback.
                 start_nginx(
@@ -274,19 +278,13 @@ pub fn all() -> Vec<Scenario> {
                 } else {
                     "proxy_buffer_size 4k; proxy_buffers 8 4k; proxy_busy_buffers_size 8k;"
                 };
-                let pid = start_nginx(
-                    w,
-                    &s,
-                    &c,
-                    &Nginx {
-                        listen: listen(),
+                let pid = start_front(w, Nginx {
                         http_extra: "upstream app { server 127.0.0.1:8081; keepalive 32; }".into(),
                         server_extra: format!(
                             "location / {{ proxy_pass http://app; proxy_http_version 1.1; proxy_set_header Connection \"\"; {buffers} }}"
                         ),
                         ..Nginx::default()
-                    },
-                )?;
+                    })?;
                 Ok(Setup::new(url("/91k.bin"), &["-c", "20"], vec![pid]))
             },
         },
@@ -332,18 +330,11 @@ pub fn all() -> Vec<Scenario> {
             },
             build: |w, fixed| {
                 w.two_hosts()?;
-                let c = w.client();
                 let s = w.server();
-                let pid = start_nginx(
-                    w,
-                    &s,
-                    &c,
-                    &Nginx {
-                        listen: listen(),
+                let pid = start_front(w, Nginx {
                         main_extra: "worker_cpu_affinity 10;".into(),
                         ..Nginx::default()
-                    },
-                )?;
+                    })?;
                 let mut hog = vec!["taskset", "-c", "1"];
                 if fixed {
                     hog.extend(["chrt", "--idle", "0"]);
@@ -373,9 +364,7 @@ pub fn all() -> Vec<Scenario> {
             },
             build: |w, fixed| {
                 w.two_hosts()?;
-                let c = w.client();
-                let s = w.server();
-                let pid = start_nginx(w, &s, &c, &Nginx { listen: listen(), ..Nginx::default() })?;
+                let pid = start_front(w, Nginx { ..Nginx::default() })?;
                 let beside = (!fixed).then(|| {
                     let workers = children(pid);
                     Beside::every(Duration::from_millis(850), move || {
@@ -427,8 +416,7 @@ pub fn all() -> Vec<Scenario> {
                         listen: listen(),
                         http_extra: gzip.into(),
                         ..Nginx::default()
-                    },
-                )?;
+                    })?;
                 Ok(Setup::new(url("/1m.txt"), &["-c", "10", "-H", "Accept-Encoding: gzip", "--timeout", "5s"], vec![pid]))
             },
         },
@@ -450,17 +438,10 @@ pub fn all() -> Vec<Scenario> {
             build: |w, fixed| {
                 w.two_hosts()?;
                 let c = w.client();
-                let s = w.server();
-                let pid = start_nginx(
-                    w,
-                    &s,
-                    &c,
-                    &Nginx {
-                        listen: listen(),
+                let pid = start_front(w, Nginx {
                         main_extra: "worker_cpu_affinity 10;".into(),
                         ..Nginx::default()
-                    },
-                )?;
+                    })?;
                 if !fixed {
                     w.spawn(&c, "hog", &["taskset", "-c", "0", "sh", "-c", "while :; do :; done"])?;
                 }
@@ -479,7 +460,6 @@ pub fn all() -> Vec<Scenario> {
 /// upstream connection after one request and keeps its TIME_WAIT. The fix adds the cache.
 fn proxy_no_keepalive(w: &mut World, fixed: bool, tiny_port_range: bool) -> anyhow::Result<Setup> {
     w.two_hosts()?;
-    let c = w.client();
     let s = w.server();
     w.sysctl(&s, "net.ipv4.tcp_tw_reuse", "0")?;
     if tiny_port_range {
@@ -503,16 +483,10 @@ fn proxy_no_keepalive(w: &mut World, fixed: bool, tiny_port_range: bool) -> anyh
     } else {
         "upstream app { server 127.0.0.1:8081; }"
     };
-    let pid = start_nginx(
-        w,
-        &s,
-        &c,
-        &Nginx {
-            listen: listen(),
+    let pid = start_front(w, Nginx {
             http_extra: upstream.into(),
             server_extra: "location / { proxy_pass http://app; proxy_http_version 1.1; proxy_set_header Connection \"\"; }".into(),
             ..Nginx::default()
-        },
-    )?;
+        })?;
     Ok(Setup::new(url("/1k.bin"), &["-c", "20"], vec![pid]))
 }
