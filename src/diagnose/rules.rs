@@ -30,12 +30,9 @@ pub(super) const ALL: &[Rule] = &[
 ];
 
 /// Findings that describe capacity (what the limit was) rather than a fault: demoted to
-/// info when a fault explains the run.
-pub(super) const CAPACITY: &[&str] = &[
-    "server-cpu-saturated",
-    "new-connection-cost",
-    "link-saturated",
-];
+/// info when a fault explains the run. (new-connection-cost is a cause: a busy CPU is
+/// its consequence.)
+pub(super) const CAPACITY: &[&str] = &["server-cpu-saturated", "link-saturated"];
 
 fn finding(id: &str, kind: Kind, confidence: f64, title: String) -> Finding {
     Finding {
@@ -754,7 +751,10 @@ fn event_loop_stall(c: &Ctx) -> Option<Finding> {
     }
     let h = r.latency.decode().ok()?;
     let p50 = h.value_at_quantile(0.5) as f64;
-    let threshold = (20.0 * p50).max(50_000.0);
+    let p99 = h.value_at_quantile(0.99) as f64;
+    // A spike far outside the normal spread: ≥ 50 ms, ≥ 20× the median and ≥ 10× p99.
+    // (A busy server's slow tail — time-wait's expensive connects — is not a stall.)
+    let threshold = (20.0 * p50).max(10.0 * p99).max(50_000.0);
     let slow: u64 = h
         .iter_recorded()
         .filter(|v| v.value_iterated_to() as f64 >= threshold)
@@ -763,16 +763,6 @@ fn event_loop_stall(c: &Ctx) -> Option<Finding> {
     let conns = c.run.spec.connections as f64;
     // At least half the connections hit at once, yet a small share of all requests.
     if (slow as f64) < 0.5 * conns || slow as f64 > 0.02 * h.len() as f64 {
-        return None;
-    }
-    // A stalled worker is not running: if it was busy (or waiting for a CPU) nearly all
-    // the time, slow requests come from the work itself, not from a stall.
-    let demand = c
-        .front_workers()
-        .iter()
-        .map(|p| p.cpu_pct + p.run_delay_ms_per_s.unwrap_or(0.0) / 10.0)
-        .fold(0.0, f64::max);
-    if demand >= 90.0 {
         return None;
     }
     let stalls = slow as f64 / conns;

@@ -321,3 +321,20 @@ fn a_broad_tail_is_not_a_nagle_mode() {
     run.results.latency = crate::run::LatencySummary::from_histogram(&h, false);
     assert!(!diagnose(&run).iter().any(|f| f.id == "nagle-delayed-ack"));
 }
+
+#[test]
+fn connection_cost_outranks_the_busy_cpu_it_causes() {
+    let mut run = fixture("conn-per-request-before");
+    for p in run.evidence.as_mut().unwrap().window.processes.iter_mut() {
+        p.cpu_pct = 99.0;
+    }
+    let f = diagnose(&run);
+    assert_eq!(
+        first_bottleneck(&f),
+        Some("new-connection-cost"),
+        "{:?}",
+        ids(&f)
+    );
+    let cpu = f.iter().find(|x| x.id == "server-cpu-saturated").unwrap();
+    assert_eq!(cpu.kind, Kind::Info);
+}
