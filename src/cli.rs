@@ -109,6 +109,10 @@ struct RunArgs {
     /// request) [default: keep-alive as long as the server allows].
     #[arg(long, value_parser = parse_u32)]
     connreqs: Option<u32>,
+    /// Open loop: this many requests per second over all connections, on schedule; latency
+    /// is measured from each request's scheduled time (corrected for coordinated omission).
+    #[arg(short = 'R', long, value_parser = parse_count)]
+    rate: Option<u64>,
     /// Add a request header, e.g. -H 'Accept-Encoding: gzip' (repeatable).
     #[arg(short = 'H', long = "header")]
     headers: Vec<String>,
@@ -215,6 +219,7 @@ fn cmd_run(a: RunArgs) -> anyhow::Result<ExitCode> {
         duration_s: duration.map(|d| d.as_secs_f64()),
         requests: a.requests,
         connreqs: a.connreqs,
+        rate: a.rate.map(|r| r as f64),
         method: a.method.to_ascii_uppercase(),
         headers: a.headers.clone(),
         body_bytes: body.len(),

@@ -26,6 +26,11 @@ pub struct Spec {
     /// Requests per connection before it is closed and reopened; `None` = keep-alive for
     /// as long as the server allows.
     pub connreqs: Option<u32>,
+    /// Open loop: requests per second over all connections, sent on schedule whatever
+    /// the responses do, latency measured from each request's scheduled time; `None` =
+    /// closed loop (each connection sends its next request when the last one is answered).
+    #[serde(default)]
+    pub rate: Option<f64>,
     /// HTTP method.
     pub method: String,
     /// Extra request headers, `Name: value`.
@@ -93,6 +98,9 @@ impl Spec {
         }
         if self.connreqs == Some(0) {
             return bad("--connreqs must be at least 1 (1 = a new connection for every request)");
+        }
+        if self.rate.is_some_and(|r| !(r > 0.0)) {
+            return bad("--rate must be greater than zero");
         }
         if self.timeout_s <= 0.0 {
             return bad("--timeout must be greater than zero");
@@ -275,6 +283,7 @@ mod tests {
             duration_s: Some(1.0),
             requests: None,
             connreqs: None,
+            rate: None,
             method: "GET".into(),
             headers: vec![],
             body_bytes: 0,

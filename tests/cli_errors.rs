@@ -64,6 +64,14 @@ fn bad_flags() {
     fails_with(&["run", &url, "--bogus"], "unexpected argument '--bogus'");
     fails_with(&["run", &url, "-H", "NoColon"], "invalid header");
     fails_with(
+        &["run", &url, "--rate", "0"],
+        "--rate must be greater than zero",
+    );
+    fails_with(
+        &["run", &url, "--sample", "10ms"],
+        "--sample must be at least 100ms",
+    );
+    fails_with(
         &["run", &url, "--json", "/nonexistent/dir/x.json"],
         "cannot write the JSON output",
     );

@@ -252,3 +252,90 @@ fn https_with_insecure() {
     assert_eq!(u(&run, "results.responses"), 0);
     assert!(u(&run, "results.errors.connect") > 0);
 }
+
+/// Stops nginx's worker for `pause` after `delay`, as a blocking call would.
+fn stall_worker(ng: &Nginx, delay_ms: u64, pause_ms: u64) -> std::thread::JoinHandle<()> {
+    let master = ng.pid();
+    let worker: i32 = std::fs::read_to_string(format!("/proc/{master}/task/{master}/children"))
+        .unwrap()
+        .split_whitespace()
+        .next()
+        .unwrap()
+        .parse()
+        .unwrap();
+    std::thread::spawn(move || {
+        std::thread::sleep(std::time::Duration::from_millis(delay_ms));
+        unsafe { libc::kill(worker, libc::SIGSTOP) };
+        std::thread::sleep(std::time::Duration::from_millis(pause_ms));
+        unsafe { libc::kill(worker, libc::SIGCONT) };
+    })
+}
+
+fn p99_us(run: &serde_json::Value) -> u64 {
+    run["results"]["latency"]["percentiles"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|p| p["p"] == 99.0)
+        .unwrap()["us"]
+        .as_u64()
+        .unwrap()
+}
+
+#[test]
+fn open_loop_keeps_the_rate_and_shows_what_closed_loop_hides() {
+    let ng = Nginx::start("access_log off;", "");
+    let url = ng.url("/1k.txt");
+    let run = run_json(&[
+        "-R",
+        "1000",
+        "-d",
+        "2s",
+        "-c",
+        "10",
+        "-t",
+        "2",
+        "--no-watch",
+        &url,
+    ]);
+    let n = u(&run, "results.responses");
+    assert!(
+        (1900..=2000).contains(&n),
+        "{n} responses at 1000/s for 2 s"
+    );
+    assert_eq!(
+        run["results"]["latency"]["corrected_for_coordinated_omission"],
+        true
+    );
+    assert_eq!(run["spec"]["rate"], 1000.0);
+
+    // A 500 ms stall: closed loop, only the 10 requests in flight wait, so p99 stays low
+    // (coordinated omission); open loop, the ~500 requests due during the stall all wait.
+    let stall = stall_worker(&ng, 500, 500);
+    let closed = run_json(&["-d", "2s", "-c", "10", "-t", "2", "--no-watch", &url]);
+    stall.join().unwrap();
+    let stall = stall_worker(&ng, 500, 500);
+    let open = run_json(&[
+        "-R",
+        "1000",
+        "-d",
+        "2s",
+        "-c",
+        "10",
+        "-t",
+        "2",
+        "--no-watch",
+        &url,
+    ]);
+    stall.join().unwrap();
+    assert!(
+        p99_us(&closed) < 50_000,
+        "closed-loop p99 {}us",
+        p99_us(&closed)
+    );
+    assert!(p99_us(&open) > 200_000, "open-loop p99 {}us", p99_us(&open));
+    assert_eq!(
+        closed["results"]["latency"]["corrected_for_coordinated_omission"],
+        false
+    );
+}

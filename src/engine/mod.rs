@@ -109,6 +109,10 @@ fn run_with<T: Transport + 'static>(
             transport: tconf.clone(),
             request: request.clone(),
             connreqs: spec.connreqs,
+            // Each connection carries connections/rate of the schedule.
+            pace: spec
+                .rate
+                .map(|r| Duration::from_secs_f64(spec.connections as f64 / r)),
             timeout,
             read_buffer,
             start,
@@ -222,7 +226,7 @@ fn results_from(
         non_2xx_3xx,
         connections_opened: s.connections,
         requests_per_connection: spec.connreqs,
-        latency: LatencySummary::from_histogram(&s.latency, false),
+        latency: LatencySummary::from_histogram(&s.latency, spec.rate.is_some()),
         connect_time: LatencySummary::from_histogram(&s.connect_time, false),
         thread_requests_per_s: Spread::of(per_thread_rates),
         timeline,

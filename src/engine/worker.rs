@@ -6,6 +6,8 @@
 //! buffer, and counters live in this thread until it ends. Time-based work (timeouts,
 //! retries, the per-second tick) runs from the loop, not per request.
 
+use std::cmp::Reverse;
+use std::collections::BinaryHeap;
 use std::io;
 use std::net::SocketAddr;
 use std::sync::atomic::{AtomicBool, AtomicI64, Ordering};
@@ -54,6 +56,10 @@ pub struct Worker<T: Transport> {
     pub transport: T::Config,
     pub request: Arc<RequestBytes>,
     pub connreqs: Option<u32>,
+    /// Open loop: each connection sends a request every `pace` (connections ÷ rate),
+    /// on schedule whatever the responses do; latency is measured from the scheduled
+    /// time (wrk2's correction for coordinated omission). `None` = closed loop.
+    pub pace: Option<Duration>,
     pub timeout: Duration,
     pub read_buffer: usize,
     pub start: Instant,
@@ -67,6 +73,8 @@ pub struct Worker<T: Transport> {
 enum Phase {
     /// Waiting to retry a failed connect.
     Retry,
+    /// Open loop: waiting for the next request's scheduled time.
+    Paced,
     /// TCP connect / TLS handshake in progress.
     Connecting,
     /// Writing the request.
@@ -100,6 +108,13 @@ struct Conn<T> {
     hup: bool,
     /// When the current phase began: connect start, request start, or retry time.
     since: Instant,
+    /// When the request in flight was meant to be sent: latency is measured from here
+    /// (equal to its actual start in closed loop).
+    intended: Instant,
+    /// Open loop: when the next request is due.
+    due: Instant,
+    /// This connection's slot, to find it from the pacing queue.
+    idx: usize,
 }
 
 /// The outcome of driving one connection until it would block.
@@ -119,6 +134,8 @@ struct Loop<'a, T: Transport> {
     interval_bytes: u64,
     /// Connections not yet `Done`.
     live: usize,
+    /// Open loop: (due time, slot) of connections waiting in `Paced`, earliest first.
+    paced: BinaryHeap<Reverse<(Instant, usize)>>,
 }
 
 impl<T: Transport> Worker<T> {
@@ -134,9 +151,11 @@ impl<T: Transport> Worker<T> {
             interval_errors: 0,
             interval_bytes: 0,
             live: self.connections,
+            paced: BinaryHeap::new(),
         };
+        let n = self.connections.max(1) as u32;
         let mut conns: Vec<Conn<T>> = (0..self.connections)
-            .map(|_| Conn {
+            .map(|i| Conn {
                 transport: None,
                 phase: Phase::Retry,
                 parser: ResponseParser::new(self.request.head),
@@ -149,6 +168,10 @@ impl<T: Transport> Worker<T> {
                 drained: true,
                 hup: false,
                 since: self.start,
+                intended: self.start,
+                // Staggered so the connections' requests interleave evenly.
+                due: self.start + self.pace.map_or(Duration::ZERO, |p| p * i as u32 / n),
+                idx: i,
             })
             .collect();
         let now = Instant::now();
@@ -156,6 +179,14 @@ impl<T: Transport> Worker<T> {
             lp.open(c, i, now);
         }
         let mut events = Events::with_capacity(1024);
+        // epoll_wait's timeout has millisecond resolution: a paced request would leave up
+        // to 1 ms late and that lateness would count as latency. A timerfd wakes the
+        // loop at the due time to the microsecond.
+        let timer = match self.pace {
+            Some(_) => Some(PaceTimer::new(&lp.poll)?),
+            None => None,
+        };
+        let mut armed: Option<Instant> = None;
         let mut next_sweep = now + SWEEP;
         let mut next_tick = self.start + TICK;
         loop {
@@ -167,6 +198,12 @@ impl<T: Transport> Worker<T> {
                 break;
             }
             let mut wake = next_sweep.min(next_tick);
+            if let (Some(t), Some(Reverse((due, _)))) = (&timer, lp.paced.peek()) {
+                if armed != Some(*due) {
+                    t.arm(due.saturating_duration_since(now))?;
+                    armed = Some(*due);
+                }
+            }
             if let Some(d) = self.deadline {
                 wake = wake.min(d);
             }
@@ -180,6 +217,13 @@ impl<T: Transport> Worker<T> {
             }
             for ev in events.iter() {
                 let i = ev.token().0;
+                if i == TIMER {
+                    if let Some(t) = &timer {
+                        t.clear();
+                    }
+                    armed = None;
+                    continue;
+                }
                 let c = &mut conns[i];
                 // A FIN or error already reported with this event will not be reported
                 // again: read until the socket says so.
@@ -190,6 +234,16 @@ impl<T: Transport> Worker<T> {
                 lp.drive(c, i, Instant::now());
             }
             let now = Instant::now();
+            while let Some(&Reverse((due, i))) = lp.paced.peek() {
+                if due > now {
+                    break;
+                }
+                lp.paced.pop();
+                let c = &mut conns[i];
+                if c.phase == Phase::Paced && c.due == due {
+                    lp.resume(c, i, now);
+                }
+            }
             if now >= next_sweep {
                 for (i, c) in conns.iter_mut().enumerate() {
                     lp.sweep(c, i, now);
@@ -205,6 +259,67 @@ impl<T: Transport> Worker<T> {
         }
         lp.tick(second_of(self.start, next_tick), true);
         Ok(lp.stats)
+    }
+}
+
+/// The pacing timer's token (connections use their slot index).
+const TIMER: usize = usize::MAX;
+
+/// A timerfd in the poller, for open-loop pacing with sub-millisecond precision.
+struct PaceTimer(std::os::fd::OwnedFd);
+
+impl PaceTimer {
+    fn new(poll: &Poll) -> io::Result<PaceTimer> {
+        use std::os::fd::{AsRawFd, FromRawFd};
+        // SAFETY: timerfd_create returns a new fd or -1; we own it from here.
+        let fd = unsafe {
+            libc::timerfd_create(
+                libc::CLOCK_MONOTONIC,
+                libc::TFD_NONBLOCK | libc::TFD_CLOEXEC,
+            )
+        };
+        if fd < 0 {
+            return Err(io::Error::last_os_error());
+        }
+        let owned = unsafe { std::os::fd::OwnedFd::from_raw_fd(fd) };
+        poll.registry().register(
+            &mut mio::unix::SourceFd(&owned.as_raw_fd()),
+            Token(TIMER),
+            Interest::READABLE,
+        )?;
+        Ok(PaceTimer(owned))
+    }
+
+    /// Fires once after `after` (at least 1 µs: a zero value would disarm it).
+    fn arm(&self, after: Duration) -> io::Result<()> {
+        use std::os::fd::AsRawFd;
+        let after = after.max(Duration::from_micros(1));
+        let spec = libc::itimerspec {
+            it_interval: libc::timespec {
+                tv_sec: 0,
+                tv_nsec: 0,
+            },
+            it_value: libc::timespec {
+                tv_sec: after.as_secs() as libc::time_t,
+                tv_nsec: after.subsec_nanos() as libc::c_long,
+            },
+        };
+        // SAFETY: a valid timerfd and a fully initialised itimerspec.
+        if unsafe { libc::timerfd_settime(self.0.as_raw_fd(), 0, &spec, std::ptr::null_mut()) } != 0
+        {
+            return Err(io::Error::last_os_error());
+        }
+        Ok(())
+    }
+
+    /// Reads the expiry count so the (edge-triggered) fd can fire again.
+    fn clear(&self) {
+        use std::os::fd::AsRawFd;
+        let mut n = 0u64;
+        // SAFETY: reading 8 bytes into a u64 we own.
+        unsafe {
+            libc::read(self.0.as_raw_fd(), (&mut n as *mut u64).cast(), 8);
+        }
     }
 }
 
@@ -275,7 +390,14 @@ impl<T: Transport> Loop<'_, T> {
     }
 
     /// Begins the next request on an established connection, if the budget allows.
+    /// In open loop, a request not yet due parks the connection in `Paced` (still `true`:
+    /// the connection lives on).
     fn start_request(&mut self, c: &mut Conn<T>, now: Instant) -> bool {
+        if self.w.pace.is_some() && c.due > now {
+            c.phase = Phase::Paced;
+            self.paced.push(Reverse((c.due, c.idx)));
+            return true;
+        }
         if !c.permit && !self.w.budget.claim() {
             return false;
         }
@@ -284,8 +406,22 @@ impl<T: Transport> Loop<'_, T> {
         c.last = self.w.connreqs.is_some_and(|n| c.sent >= n);
         c.written = 0;
         c.since = now;
+        c.intended = now;
+        if let Some(pace) = self.w.pace {
+            c.intended = c.due;
+            c.due += pace;
+        }
         c.phase = Phase::Writing;
         true
+    }
+
+    /// A paced connection's request is due: send it.
+    fn resume(&mut self, c: &mut Conn<T>, i: usize, now: Instant) {
+        if self.start_request(c, now) {
+            self.drive(c, i, now);
+        } else {
+            self.finish(c);
+        }
     }
 
     fn drive(&mut self, c: &mut Conn<T>, i: usize, now: Instant) {
@@ -308,7 +444,7 @@ impl<T: Transport> Loop<'_, T> {
                 return Next::Wait;
             };
             match c.phase {
-                Phase::Retry | Phase::Done => return Next::Wait,
+                Phase::Retry | Phase::Done | Phase::Paced => return Next::Wait,
                 Phase::Connecting => match t.establish() {
                     Ok(false) => return Next::Wait,
                     Ok(true) => {
@@ -415,7 +551,7 @@ impl<T: Transport> Loop<'_, T> {
     /// Records a complete response and decides what the connection does next.
     /// `None` means: keep going on this connection (the next request was started).
     fn on_response(&mut self, c: &mut Conn<T>, done: Complete, now: Instant) -> Option<Next> {
-        let us = now.saturating_duration_since(c.since).as_micros() as u64;
+        let us = now.saturating_duration_since(c.intended).as_micros() as u64;
         self.stats.latency.saturating_record(us.max(1));
         self.interval.saturating_record(us.max(1));
         self.stats.responses += 1;

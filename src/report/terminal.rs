@@ -28,6 +28,9 @@ pub fn render(run: &Run, latency: bool) -> String {
         match s.connreqs {
             Some(n) => format!(", {n} request{} per connection", plural(n as u64)),
             None => String::new(),
+        } + &match s.rate {
+            Some(r) => format!(", {r:.0} requests/s scheduled"),
+            None => String::new(),
         }
     );
     let _ = writeln!(
@@ -122,7 +125,12 @@ pub fn render(run: &Run, latency: bool) -> String {
         );
         let _ = writeln!(
             o,
-            "  Latency measured closed-loop (not corrected for coordinated omission)."
+            "{}",
+            if l.corrected_for_coordinated_omission {
+                "  Latency measured from each request's scheduled time (corrected for coordinated omission)."
+            } else {
+                "  Latency measured closed-loop (not corrected for coordinated omission)."
+            }
         );
     }
     let _ = writeln!(o, "Requests/sec: {:>10.2}", r.requests_per_s);
