@@ -99,7 +99,7 @@ impl Spec {
         if self.connreqs == Some(0) {
             return bad("--connreqs must be at least 1 (1 = a new connection for every request)");
         }
-        if self.rate.is_some_and(|r| !(r > 0.0)) {
+        if self.rate.is_some_and(|r| r.is_nan() || r <= 0.0) {
             return bad("--rate must be greater than zero");
         }
         if self.timeout_s <= 0.0 {
