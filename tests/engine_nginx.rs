@@ -246,11 +246,19 @@ fn https_with_insecure() {
     assert_eq!(u(&run, "results.responses"), 500);
     assert_eq!(ng.log().len(), 500);
     assert!(u(&run, "results.connect_time.count") >= 4);
-    // Without --insecure the self-signed certificate is refused: connect errors, no
-    // responses.
-    let run = run_json(&["-d", "0.5s", "-c", "2", "-t", "1", &url]);
-    assert_eq!(u(&run, "results.responses"), 0);
-    assert!(u(&run, "results.errors.connect") > 0);
+    // Without --insecure the self-signed certificate is refused before any load, with
+    // the way out in the message.
+    let out = common::loadlens()
+        .args(["run", "-d", "0.5s", "-c", "2", "-t", "1", &url])
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{err}");
+    assert!(
+        err.contains("TLS handshake with") && err.contains("use --insecure (-k)"),
+        "{err}"
+    );
+    assert_eq!(ng.log().len(), 500, "no request was sent");
 }
 
 /// Stops nginx's worker for `pause` after `delay`, as a blocking call would.

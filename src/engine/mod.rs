@@ -66,6 +66,7 @@ pub fn run(
 ) -> anyhow::Result<Outcome> {
     if target.tls {
         let cfg = TlsConfig::new(&target.host, spec.insecure)?;
+        cfg.probe(addr, spec.timeout())?;
         run_with::<Tls>(spec, target, addr, body, cfg, stop, progress)
     } else {
         run_with::<Plain>(spec, target, addr, body, (), stop, progress)

@@ -127,6 +127,34 @@ impl TlsConfig {
     }
 }
 
+impl TlsConfig {
+    /// One blocking handshake before the load, so a certificate the client refuses fails
+    /// the run at once with a hint, instead of a run made only of connect errors.
+    pub fn probe(&self, addr: SocketAddr, timeout: std::time::Duration) -> anyhow::Result<()> {
+        let mut tcp = std::net::TcpStream::connect_timeout(&addr, timeout)?;
+        tcp.set_read_timeout(Some(timeout))?;
+        tcp.set_write_timeout(Some(timeout))?;
+        let mut tls = rustls::ClientConnection::new(self.client.clone(), self.server_name.clone())?;
+        while tls.is_handshaking() {
+            if let Err(e) = tls.complete_io(&mut tcp) {
+                let cert = e
+                    .get_ref()
+                    .and_then(|inner| inner.downcast_ref::<rustls::Error>())
+                    .is_some_and(|r| matches!(r, rustls::Error::InvalidCertificate(_)));
+                anyhow::bail!(
+                    "TLS handshake with {addr} failed: {e}{}",
+                    if cert {
+                        " — for a self-signed or private certificate, use --insecure (-k)"
+                    } else {
+                        ""
+                    }
+                );
+            }
+        }
+        Ok(())
+    }
+}
+
 /// TLS over TCP (rustls).
 pub struct Tls {
     stream: TcpStream,
