@@ -394,7 +394,7 @@ impl Progress for LiveLine {
         };
         let rate = responses as f64 / elapsed.as_secs_f64().max(1e-3);
         b.set_message(format!(
-            "{:.0}s{of}  {n} responses  {rate:.0} req/s  {errors} errors",
+            "{:.1}s{of}  {n} responses  {rate:.0} req/s  {errors} errors",
             elapsed.as_secs_f64()
         ));
         b.tick();

@@ -99,7 +99,8 @@ fn run_with<T: Transport + 'static>(
     let deadline = spec.duration_s.map(|d| start + Duration::from_secs_f64(d));
 
     let mut handles = Vec::with_capacity(threads);
-    for id in 0..threads {
+    let live: Vec<Arc<worker::LiveCount>> = (0..threads).map(|_| Arc::default()).collect();
+    for (id, live) in live.iter().enumerate() {
         // Connections split as evenly as possible; the first threads take the remainder.
         let share = spec.connections as usize / threads
             + usize::from(id < spec.connections as usize % threads);
@@ -121,6 +122,7 @@ fn run_with<T: Transport + 'static>(
             budget: budget.clone(),
             stop: stop.clone(),
             ticks: tx.clone(),
+            live: live.clone(),
         };
         let h = std::thread::Builder::new()
             .name(format!("loadlens-w{id}"))
@@ -137,22 +139,21 @@ fn run_with<T: Transport + 'static>(
     drop(tx);
 
     let mut timeline = TimelineBuilder::new(timeout * 2 + Duration::from_secs(1));
-    let mut total_responses = 0u64;
-    let mut total_errors = 0u64;
     let mut last_update = start;
     loop {
         match rx.recv_timeout(Duration::from_millis(250)) {
-            Ok(t) => {
-                total_responses += t.responses;
-                total_errors += t.errors;
-                timeline.add(t);
-            }
+            Ok(t) => timeline.add(t),
             Err(RecvTimeoutError::Timeout) => {}
             Err(RecvTimeoutError::Disconnected) => break,
         }
         let now = Instant::now();
         if now.duration_since(last_update) >= Duration::from_millis(500) {
-            progress.update(now - start, total_responses, total_errors);
+            let sum = |f: fn(&worker::LiveCount) -> u64| live.iter().map(|l| f(l)).sum::<u64>();
+            progress.update(
+                now - start,
+                sum(|l| l.responses.load(std::sync::atomic::Ordering::Relaxed)),
+                sum(|l| l.errors.load(std::sync::atomic::Ordering::Relaxed)),
+            );
             last_update = now;
         }
     }

@@ -67,6 +67,17 @@ pub struct Worker<T: Transport> {
     pub budget: Arc<Budget>,
     pub stop: Arc<AtomicBool>,
     pub ticks: Sender<Tick>,
+    /// Responses and errors so far, published once per event batch for the live
+    /// progress line (a relaxed store, not a per-request write).
+    pub live: Arc<LiveCount>,
+}
+
+/// A worker's running totals for the progress line, alone on its cache line.
+#[derive(Debug, Default)]
+#[repr(align(64))]
+pub struct LiveCount {
+    pub responses: std::sync::atomic::AtomicU64,
+    pub errors: std::sync::atomic::AtomicU64,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -233,6 +244,12 @@ impl<T: Transport> Worker<T> {
                 }
                 lp.drive(c, i, Instant::now());
             }
+            self.live
+                .responses
+                .store(lp.stats.responses, Ordering::Relaxed);
+            self.live
+                .errors
+                .store(lp.stats.error_total(), Ordering::Relaxed);
             let now = Instant::now();
             while let Some(&Reverse((due, i))) = lp.paced.peek() {
                 if due > now {
