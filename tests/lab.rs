@@ -425,9 +425,16 @@ fn interrupt_cleans_up() {
 
 #[test]
 fn lab_needs_root_and_says_so() {
+    // A copy the unprivileged user can reach, wherever the checkout lives (/root is 0700).
+    let dir = tempfile::tempdir().unwrap();
+    let bin = dir.path().join("loadlens");
+    std::fs::copy(env!("CARGO_BIN_EXE_loadlens"), &bin).unwrap();
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::set_permissions(dir.path(), std::fs::Permissions::from_mode(0o755)).unwrap();
+    std::fs::set_permissions(&bin, std::fs::Permissions::from_mode(0o755)).unwrap();
     let out = Command::new("setpriv")
         .args(["--reuid=65534", "--regid=65534", "--clear-groups"])
-        .arg(env!("CARGO_BIN_EXE_loadlens"))
+        .arg(&bin)
         .args(["lab", "run", "healthy"])
         .output()
         .unwrap();
