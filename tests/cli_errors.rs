@@ -44,37 +44,29 @@ fn bad_urls() {
 fn bad_flags() {
     let ng = Nginx::start("", "");
     let url = ng.url("/1k.txt");
-    fails_with(
-        &["run", &url, "-c", "1", "-t", "2"],
-        "must be at least -t/--threads",
-    );
-    fails_with(
-        &["run", &url, "-d", "0s"],
-        "--duration must be greater than zero",
-    );
-    fails_with(
-        &["run", &url, "--connreqs", "0"],
-        "--connreqs must be at least 1",
-    );
-    fails_with(
-        &["run", &url, "--body-file", "/nonexistent/body"],
-        "cannot read the body file",
-    );
-    fails_with(&["run", &url, "-d", "ten"], "invalid duration");
-    fails_with(&["run", &url, "--bogus"], "unexpected argument '--bogus'");
-    fails_with(&["run", &url, "-H", "NoColon"], "invalid header");
-    fails_with(
-        &["run", &url, "--rate", "0"],
-        "--rate must be greater than zero",
-    );
-    fails_with(
-        &["run", &url, "--sample", "10ms"],
-        "--sample must be at least 100ms",
-    );
-    fails_with(
-        &["run", &url, "--json", "/nonexistent/dir/x.json"],
-        "cannot write the JSON output",
-    );
+    let cases: &[(&[&str], &str)] = &[
+        (&["-c", "1", "-t", "2"], "must be at least -t/--threads"),
+        (&["-d", "0s"], "--duration must be greater than zero"),
+        (&["--connreqs", "0"], "--connreqs must be at least 1"),
+        (
+            &["--body-file", "/nonexistent/body"],
+            "cannot read the body file",
+        ),
+        (&["-d", "ten"], "invalid duration"),
+        (&["--bogus"], "unexpected argument '--bogus'"),
+        (&["-H", "NoColon"], "invalid header"),
+        (&["--rate", "0"], "--rate must be greater than zero"),
+        (&["--sample", "10ms"], "--sample must be at least 100ms"),
+        (
+            &["--json", "/nonexistent/dir/x.json"],
+            "cannot write the JSON output",
+        ),
+    ];
+    for (flags, needle) in cases {
+        let mut args = vec!["run", url.as_str()];
+        args.extend_from_slice(flags);
+        fails_with(&args, needle);
+    }
     fails_with(&["run"], "required");
     // Nothing reached nginx.
     assert_eq!(ng.log().len(), 0);

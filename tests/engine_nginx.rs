@@ -294,7 +294,7 @@ fn p99_us(run: &serde_json::Value) -> u64 {
 fn open_loop_keeps_the_rate_and_shows_what_closed_loop_hides() {
     let ng = Nginx::start("access_log off;", "");
     let url = ng.url("/1k.txt");
-    let run = run_json(&[
+    let open_loop = [
         "-R",
         "1000",
         "-d",
@@ -305,7 +305,8 @@ fn open_loop_keeps_the_rate_and_shows_what_closed_loop_hides() {
         "2",
         "--no-watch",
         &url,
-    ]);
+    ];
+    let run = run_json(&open_loop);
     let n = u(&run, "results.responses");
     assert!(
         (1900..=2000).contains(&n),
@@ -323,18 +324,7 @@ fn open_loop_keeps_the_rate_and_shows_what_closed_loop_hides() {
     let closed = run_json(&["-d", "2s", "-c", "10", "-t", "2", "--no-watch", &url]);
     stall.join().unwrap();
     let stall = stall_worker(&ng, 500, 500);
-    let open = run_json(&[
-        "-R",
-        "1000",
-        "-d",
-        "2s",
-        "-c",
-        "10",
-        "-t",
-        "2",
-        "--no-watch",
-        &url,
-    ]);
+    let open = run_json(&open_loop);
     stall.join().unwrap();
     assert!(
         p99_us(&closed) < 50_000,

@@ -117,6 +117,22 @@ fn start_front(w: &mut World, n: Nginx) -> anyhow::Result<i32> {
     )
 }
 
+/// The upstream of the proxy scenarios: a second nginx in the server namespace on
+/// 127.0.0.1:8081, serving the same docroot.
+fn start_upstream(w: &mut World) -> anyhow::Result<i32> {
+    let s = w.server();
+    start_nginx(
+        w,
+        &s,
+        &s,
+        &Nginx {
+            name: "upstream",
+            listen: "127.0.0.1:8081".into(),
+            ..Nginx::default()
+        },
+    )
+}
+
 fn args(a: &[&str]) -> Vec<String> {
     a.iter().map(|s| s.to_string()).collect()
 }
@@ -261,18 +277,7 @@ pub fn all() -> Vec<Scenario> {
             },
             build: |w, fixed| {
                 w.two_hosts()?;
-                let s = w.server();
-                // The upstream: a second nginx in the server namespace on loopback.
-                start_nginx(
-                    w,
-                    &s,
-                    &s,
-                    &Nginx {
-                        name: "upstream",
-                        listen: "127.0.0.1:8081".into(),
-                        ..Nginx::default()
-                    },
-                )?;
+                start_upstream(w)?;
                 let buffers = if fixed {
                     "proxy_buffer_size 128k; proxy_buffers 8 128k; proxy_busy_buffers_size 128k;"
                 } else {
@@ -465,16 +470,7 @@ fn proxy_no_keepalive(w: &mut World, fixed: bool, tiny_port_range: bool) -> anyh
     if tiny_port_range {
         w.sysctl(&s, "net.ipv4.ip_local_port_range", "20000 20049")?;
     }
-    start_nginx(
-        w,
-        &s,
-        &s,
-        &Nginx {
-            name: "upstream",
-            listen: "127.0.0.1:8081".into(),
-            ..Nginx::default()
-        },
-    )?;
+    start_upstream(w)?;
     // The upstream block's own keepalive_requests (default 1000) makes the proxy close
     // each cached connection after 1000 requests: at tens of thousands of requests per
     // second that alone churns ports, so the fix raises it too.
