@@ -11,5 +11,6 @@ pub mod lab;
 pub mod report;
 pub mod run;
 pub mod spec;
+pub mod sys;
 pub mod units;
 pub mod watch;

@@ -517,8 +517,7 @@ fn run_queue_delay(c: &Ctx) -> Option<Finding> {
 /// core too: it counts as saturated, with the wait named.
 fn server_cpu_saturated(c: &Ctx) -> Option<Finding> {
     let workers = c.front_workers();
-    let demand =
-        |p: &crate::watch::ProcRates| p.cpu_pct + p.run_delay_ms_per_s.unwrap_or(0.0) / 10.0;
+    let demand = |p: &crate::run::ProcRates| p.cpu_pct + p.run_delay_ms_per_s.unwrap_or(0.0) / 10.0;
     let busiest = workers.iter().map(|p| demand(p)).fold(0.0, f64::max);
     if workers.is_empty() || busiest < 90.0 {
         return None;
@@ -941,11 +940,4 @@ fn http_errors(c: &Ctx) -> Option<Finding> {
     f.explanation = "Error responses are usually cheaper than real ones, so the request rate of this run overstates what the server can do for real requests.".into();
     f.fix = "fix the errors first (the server's error log says why), then measure again".into();
     Some(f)
-}
-
-impl crate::watch::QueueMax {
-    /// A TCP listener (address:port) rather than a unix socket path.
-    pub(crate) fn port_is_tcp(&self) -> bool {
-        !self.addr.starts_with('/') && !self.addr.starts_with('@')
-    }
 }

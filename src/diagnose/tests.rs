@@ -171,7 +171,7 @@ fn explain_covers_every_rule_id() {
 /// each fires past its threshold and stays quiet just under it.
 mod synthetic {
     use super::*;
-    use crate::watch::Conntrack;
+    use crate::run::Conntrack;
 
     fn fires(run: &Run, id: &str) -> bool {
         diagnose(run).iter().any(|f| f.id == id)
@@ -241,7 +241,7 @@ mod synthetic {
         assert!(fires(&run, "fd-limit"));
         set_fds(&mut run, 800);
         assert!(!fires(&run, "fd-limit"));
-        let mut cfg = crate::watch::nginx::NginxConfig::default();
+        let mut cfg = crate::run::NginxConfig::default();
         cfg.directives
             .insert("worker_connections".into(), vec!["850".into()]);
         run.evidence.as_mut().unwrap().topology.nginx = Some(cfg);
@@ -254,7 +254,7 @@ mod synthetic {
     fn worker_imbalance() {
         let mut run = fixture("conn-per-request-before");
         let set = |run: &mut Run, a: f64, b: f64| {
-            let ws: Vec<&mut crate::watch::ProcRates> = run
+            let ws: Vec<&mut crate::run::ProcRates> = run
                 .evidence
                 .as_mut()
                 .unwrap()

@@ -229,7 +229,7 @@ pub fn table(sc: &Scenario, r: &LabResult) -> String {
     row(&mut o, "first bottleneck", &|r| {
         r.findings
             .iter()
-            .find(|f| f.kind == crate::diagnose::Kind::Bottleneck)
+            .find(|f| f.kind == crate::run::Kind::Bottleneck)
             .map(|f| f.id.clone())
             .unwrap_or_else(|| "none".into())
     });

@@ -144,7 +144,7 @@ fn counter(run: &Run, key: &str) -> Option<f64> {
 }
 
 /// The busiest watched process whose role is `role`.
-fn proc_max(run: &Run, role: &str, f: fn(&crate::watch::ProcRates) -> Option<f64>) -> Option<f64> {
+fn proc_max(run: &Run, role: &str, f: fn(&crate::run::ProcRates) -> Option<f64>) -> Option<f64> {
     let e = run.evidence.as_ref()?;
     e.window
         .processes

@@ -3,8 +3,8 @@
 
 use std::fmt::Write as _;
 
+use crate::run::Evidence;
 use crate::units::{fmt_bytes, fmt_count};
-use crate::watch::Evidence;
 
 /// TCP counters worth a line when they moved, in the order a person checks them.
 const TCP_SHOWN: &[(&str, &str)] = &[
@@ -155,8 +155,8 @@ pub fn render(e: &Evidence) -> String {
 }
 
 /// The findings block: bottlenecks first, each with its numbers and its fix.
-pub fn findings(f: &[crate::diagnose::Finding]) -> String {
-    use crate::diagnose::Kind;
+pub fn findings(f: &[crate::run::Finding]) -> String {
+    use crate::run::Kind;
     let mut o = String::new();
     if f.is_empty() {
         let _ = writeln!(o, "Findings: nothing stood out in the evidence.");

@@ -5,43 +5,9 @@
 use std::collections::{BTreeMap, BTreeSet};
 use std::net::{IpAddr, SocketAddr};
 
-use serde::{Deserialize, Serialize};
-
-use super::procfs::all_pid_stats;
-use super::sockdiag::{Diag, Listener};
-
-/// What is being watched, as found before the load.
-#[derive(Debug, Clone, Default, Serialize, Deserialize, schemars::JsonSchema)]
-pub struct Topology {
-    /// One line for people: "watching nginx master 4120 + 2 workers on 127.0.0.1:8080",
-    /// or why nothing is watched.
-    pub summary: String,
-    /// Whose network namespace the network counters are read from: `loadlens` (its own)
-    /// or `pid N` (the server's, when it lives in another namespace).
-    pub netns: String,
-    /// The TCP listening sockets on the target port.
-    pub listeners: Vec<Listener>,
-    /// Unix listening sockets held by the watched processes (e.g. php-fpm's).
-    pub unix_listeners: Vec<Listener>,
-    /// The server's processes.
-    pub processes: Vec<ServerProcess>,
-    /// nginx's configuration (`nginx -T` with the master's binary and config), when the
-    /// server is nginx and it could be read.
-    #[serde(default)]
-    pub nginx: Option<super::nginx::NginxConfig>,
-}
-
-/// One watched server process.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
-pub struct ServerProcess {
-    pub pid: i32,
-    pub ppid: i32,
-    /// Command name (`nginx`, `php-fpm8.2`).
-    pub comm: String,
-    /// `master` (its children are watched too), `worker` (a child of a watched
-    /// process), or `server` (neither).
-    pub role: String,
-}
+use crate::run::{Listener, ServerProcess, Topology};
+use crate::sys::procfs::all_pid_stats;
+use crate::sys::sockdiag::Diag;
 
 /// What the user told loadlens about the server.
 #[derive(Debug, Clone, Default)]

@@ -7,7 +7,7 @@ use std::io::Read;
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
-use serde::{Deserialize, Serialize};
+use crate::run::NginxConfig;
 
 /// Directives worth naming with their current values.
 const DIRECTIVES: &[&str] = &[
@@ -28,16 +28,6 @@ const DIRECTIVES: &[&str] = &[
     "gzip",
     "sendfile",
 ];
-
-/// What `nginx -T` said.
-#[derive(Debug, Clone, Default, Serialize, Deserialize, schemars::JsonSchema)]
-pub struct NginxConfig {
-    /// The config file read.
-    pub conf: String,
-    /// Directive → each value it has in the configuration, in order (`listen` may appear
-    /// many times; `keepalive` in an upstream block and at server level are both here).
-    pub directives: BTreeMap<String, Vec<String>>,
-}
 
 impl NginxConfig {
     /// The first value of a directive.

@@ -21,22 +21,8 @@ use netlink_packet_sock_diag::{
     SockDiagMessage,
 };
 use netlink_sys::{protocols::NETLINK_SOCK_DIAG, Socket, SocketAddr};
-use serde::{Deserialize, Serialize};
 
-/// A listening socket and its queue.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
-pub struct Listener {
-    /// `127.0.0.1:8080`, `[::]:80` or a unix socket path.
-    pub addr: String,
-    /// TCP port (0 for unix sockets).
-    pub port: u16,
-    /// Socket inode, which ties it to the processes holding it (/proc/PID/fd).
-    pub inode: u64,
-    /// Connections completed by the kernel but not yet accepted by the server.
-    pub queue: u32,
-    /// The accept queue's limit: min(listen() backlog, somaxconn).
-    pub backlog: u32,
-}
+use crate::run::Listener;
 
 /// A sock_diag netlink socket bound to one network namespace.
 pub struct Diag {

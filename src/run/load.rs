@@ -1,9 +1,5 @@
-//! The Run: the one artifact a run produces. Every view (terminal, JSON, later HTML,
-//! compare) is rendered from it, also later from its JSON (`loadlens report run.json`).
-//!
-//! The doc comments on these structs are the documentation of the JSON format; keys are
-//! snake_case and units are in the names. `schema_version` changes when a field changes
-//! meaning or disappears (adding a field does not change it).
+//! What the load engine measured: counts, error classes, latency distributions (with
+//! their HdrHistograms) and the per-second timeline.
 
 use std::collections::BTreeMap;
 
@@ -12,41 +8,6 @@ use base64::Engine as _;
 use hdrhistogram::serialization::{Deserializer, Serializer, V2DeflateSerializer};
 use hdrhistogram::Histogram;
 use serde::{Deserialize, Serialize};
-
-use crate::diagnose::Finding;
-use crate::spec::Spec;
-use crate::watch::Evidence;
-
-/// Version of the JSON layout below.
-pub const SCHEMA_VERSION: u32 = 1;
-
-/// One load run and everything known about it.
-#[derive(Debug, Clone, Serialize, Deserialize, schemars::JsonSchema)]
-pub struct Run {
-    /// Version of this layout (see `SCHEMA_VERSION`).
-    pub schema_version: u32,
-    /// The program that wrote the file, e.g. `loadlens 0.1.0`.
-    pub tool: String,
-    /// When the load started, seconds since the Unix epoch.
-    pub started_unix_s: f64,
-    /// What was asked.
-    pub spec: Spec,
-    /// The address the load was sent to (the first of the URL's addresses that accepted).
-    pub target_addr: String,
-    /// What the load engine measured.
-    pub results: LoadResults,
-    /// The load generator's own CPU use: whether the client, not the server, set the pace.
-    pub client: ClientCheck,
-    /// What was watched on the machine during the load; absent with `--no-watch`.
-    #[serde(default)]
-    pub evidence: Option<Evidence>,
-    /// Things the user should know about this run (degraded measurements, caveats).
-    pub warnings: Vec<String>,
-    /// What limited the run, ranked: bottlenecks first, by confidence (see
-    /// `loadlens explain ID`).
-    #[serde(default)]
-    pub findings: Vec<Finding>,
-}
 
 /// Client-side results of the load.
 #[derive(Debug, Clone, Serialize, Deserialize, schemars::JsonSchema)]
@@ -165,32 +126,6 @@ pub struct Second {
     pub max_us: u64,
 }
 
-/// The load generator's self-check.
-#[derive(Debug, Clone, Default, Serialize, Deserialize, schemars::JsonSchema)]
-pub struct ClientCheck {
-    /// Each worker thread's CPU use over its run.
-    pub threads: Vec<ThreadCpu>,
-    /// Mean busy share of the worker threads, percent of the wall-clock window.
-    pub busy_pct_mean: f64,
-    /// The workers were busy ≥ 90% of the run: the load generator set the pace, and
-    /// the results are a floor of what the server can do.
-    pub saturated: bool,
-}
-
-/// CPU use of one load worker thread.
-#[derive(Debug, Clone, Default, Serialize, Deserialize, schemars::JsonSchema)]
-pub struct ThreadCpu {
-    /// Kernel thread id.
-    pub tid: i32,
-    pub user_s: f64,
-    pub system_s: f64,
-    /// (user + system) / wall time, percent.
-    pub busy_pct: f64,
-    /// Time spent runnable but waiting for a CPU (schedstat), ms; `None` where
-    /// /proc/thread-self/schedstat is not available.
-    pub run_delay_ms: Option<f64>,
-}
-
 /// The percentiles every summary carries.
 pub const PERCENTILES: [f64; 7] = [50.0, 75.0, 90.0, 99.0, 99.9, 99.99, 100.0];
 
@@ -278,26 +213,13 @@ pub fn decode_histogram(s: &str) -> anyhow::Result<Histogram<u64>> {
         .map_err(|e| anyhow::anyhow!("histogram cannot be decoded: {e:?}"))
 }
 
-impl Run {
-    pub fn from_json(text: &str) -> anyhow::Result<Run> {
-        let v: serde_json::Value = serde_json::from_str(text).context("not JSON")?;
-        let version = v.get("schema_version").and_then(|x| x.as_u64());
-        if version != Some(SCHEMA_VERSION as u64) {
-            anyhow::bail!(
-                "unsupported schema_version {version:?}: this loadlens reads version {SCHEMA_VERSION}"
-            );
-        }
-        serde_json::from_value(v).context("not a loadlens Run")
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
 
     #[test]
     fn histogram_round_trips() {
-        let mut h = crate::engine::stats::latency_histogram(std::time::Duration::from_secs(5));
+        let mut h = Histogram::<u64>::new_with_bounds(1, 60_000_000, 3).unwrap();
         for v in [1u64, 50, 700, 700, 12_000, 4_000_000] {
             h.record(v).unwrap();
         }

@@ -1,0 +1,222 @@
+//! What was watched on the machine during the load: facts read once, timestamped
+//! samples (rates over each interval, gauges at its end) and the deltas over exactly the
+//! load window. Filled by `watch`, read by `diagnose` and the views.
+
+use std::collections::BTreeMap;
+
+use serde::{Deserialize, Serialize};
+
+use super::Topology;
+
+/// Everything watched during a run.
+#[derive(Debug, Clone, Default, Serialize, Deserialize, schemars::JsonSchema)]
+pub struct Evidence {
+    /// Sampling interval, seconds.
+    pub sample_interval_s: f64,
+    /// What was watched.
+    pub topology: Topology,
+    /// Facts read once: sysctls, kernel, CPUs, cgroup limits.
+    pub host: HostFacts,
+    /// Timestamped samples: rates over each interval and gauges at its end.
+    pub samples: Vec<Sample>,
+    /// Deltas over exactly the load window.
+    pub window: Window,
+    /// Sources that could not be read, and why (the run went on without them).
+    pub warnings: Vec<String>,
+    /// The sampler thread's own CPU use over the window, percent of one core: the cost
+    /// of watching (target ≤ 1% at 1 s samples). Discovery before the load is not
+    /// included.
+    pub sampler_cpu_pct: f64,
+}
+
+/// Read once before the load.
+#[derive(Debug, Clone, Default, Serialize, Deserialize, schemars::JsonSchema)]
+pub struct HostFacts {
+    /// `uname -r`.
+    pub kernel: String,
+    /// CPUs online.
+    pub cpus: u32,
+    /// CPUs loadlens may run on (its affinity mask).
+    pub loadgen_cpus: Vec<u32>,
+    /// Sysctl name (dotted, `net.core.somaxconn`) → value, from the server's network
+    /// namespace for per-namespace ones.
+    pub sysctls: BTreeMap<String, String>,
+    /// Interface → link speed in Mbit/s, where the link reports one.
+    pub link_speed_mbps: BTreeMap<String, u64>,
+    /// Interface → rate of a token-bucket qdisc (`tc ... tbf rate`) on it, bytes/s: an
+    /// emulated or shaped link, whatever the interface's own speed.
+    #[serde(default)]
+    pub qdisc_rate_bytes_per_s: BTreeMap<String, u64>,
+    /// CPU quota of loadlens's cgroup: v2 `cpu.max` (`max 100000` = none) or v1
+    /// `cfs_quota_us cfs_period_us` (`-1 100000` = none).
+    pub cgroup_cpu_max: Option<String>,
+}
+
+/// CPU time shares over an interval, percent of that CPU.
+#[derive(Debug, Clone, Copy, Default, Serialize, Deserialize, schemars::JsonSchema, PartialEq)]
+pub struct CpuPct {
+    pub cpu: u32,
+    pub user: f64,
+    pub system: f64,
+    pub irq: f64,
+    pub softirq: f64,
+    pub iowait: f64,
+    pub steal: f64,
+    pub idle: f64,
+}
+
+/// One interface over an interval.
+#[derive(Debug, Clone, Default, Serialize, Deserialize, schemars::JsonSchema, PartialEq)]
+pub struct IfaceRate {
+    pub name: String,
+    pub rx_bytes_per_s: f64,
+    pub tx_bytes_per_s: f64,
+    pub rx_packets_per_s: f64,
+    pub tx_packets_per_s: f64,
+    /// Packets dropped (rx + tx) over the interval.
+    pub drops: u64,
+    /// max(rx, tx) bits/s ÷ link speed, percent; `None` when the link has no speed
+    /// (loopback, veth).
+    pub util_pct: Option<f64>,
+}
+
+/// A listening socket's accept queue at one moment.
+#[derive(Debug, Clone, Default, Serialize, Deserialize, schemars::JsonSchema, PartialEq)]
+pub struct QueueGauge {
+    pub addr: String,
+    pub queue: u32,
+    pub backlog: u32,
+}
+
+/// One server process over an interval (or over the window).
+#[derive(Debug, Clone, Default, Serialize, Deserialize, schemars::JsonSchema, PartialEq)]
+pub struct ProcRates {
+    pub pid: i32,
+    pub comm: String,
+    pub role: String,
+    /// CPU use, percent of one core (user + system), and its parts.
+    pub cpu_pct: f64,
+    pub user_pct: f64,
+    pub system_pct: f64,
+    /// Time spent runnable but waiting for a CPU, ms per second (schedstat).
+    pub run_delay_ms_per_s: Option<f64>,
+    pub voluntary_ctxt_switches_per_s: f64,
+    pub nonvoluntary_ctxt_switches_per_s: f64,
+    /// Read-like syscalls per second and bytes per such syscall (/proc/PID/io rchar and
+    /// syscr). The kernel counts read/readv/pread here, socket reads through them too,
+    /// but not recv/recvfrom; likewise write/writev/sendfile but not send/sendto. nginx
+    /// reads upstream responses with readv and writes responses with writev, so these
+    /// show its proxy buffer sizes. `None` when io is unreadable or no call was made.
+    pub reads_per_s: Option<f64>,
+    pub bytes_per_read: Option<f64>,
+    pub writes_per_s: Option<f64>,
+    pub bytes_per_write: Option<f64>,
+    pub minor_faults_per_s: f64,
+    /// State at the end (R, S, D, T, …) and the CPU it last ran on.
+    pub state: String,
+    pub last_cpu: u32,
+    pub threads: u64,
+    pub rss_kb: u64,
+    /// Open file descriptors at the end, and the soft limit.
+    pub fds: Option<u64>,
+    pub fd_limit: Option<u64>,
+}
+
+/// One sample: rates over the interval that ended at `t_s`, gauges at `t_s`.
+#[derive(Debug, Clone, Default, Serialize, Deserialize, schemars::JsonSchema)]
+pub struct Sample {
+    /// Seconds from the start of the load window.
+    pub t_s: f64,
+    pub cpus: Vec<CpuPct>,
+    pub ifaces: Vec<IfaceRate>,
+    /// Selected TCP counters as per-second rates.
+    pub tcp_per_s: BTreeMap<String, f64>,
+    /// `TCP.tw`, `TCP.inuse`, `TCP.orphan`, `TCP.alloc`, `TCP.mem` (pages).
+    pub sockstat: BTreeMap<String, u64>,
+    pub conntrack_count: Option<u64>,
+    pub listen_queues: Vec<QueueGauge>,
+    pub processes: Vec<ProcRates>,
+    /// /proc/pressure/cpu `some avg10`.
+    pub cpu_pressure_avg10: Option<f64>,
+    /// Load average (1 min) and runnable tasks.
+    pub load1: Option<f64>,
+    pub runnable: Option<u64>,
+}
+
+/// Deltas over exactly the load window.
+#[derive(Debug, Clone, Default, Serialize, Deserialize, schemars::JsonSchema)]
+pub struct Window {
+    pub duration_s: f64,
+    /// CPU shares per CPU over the window.
+    pub cpus: Vec<CpuPct>,
+    pub ifaces: Vec<IfaceRate>,
+    /// Every Tcp/TcpExt/Ip/IpExt/Udp… counter that moved: `TcpExt.ListenOverflows` → Δ.
+    pub counters: BTreeMap<String, u64>,
+    /// Per CPU: NET_RX softirqs, and softnet packets processed / dropped / squeezed.
+    pub net_rx_softirqs: Vec<u64>,
+    pub softnet_dropped: u64,
+    pub softnet_time_squeeze: u64,
+    /// sockstat gauges at the end of the window.
+    pub sockstat_end: BTreeMap<String, u64>,
+    /// Highest `TCP.tw` seen in any sample.
+    pub time_wait_max: u64,
+    pub conntrack: Option<Conntrack>,
+    /// Each listener: highest accept queue seen, its backlog, and in how many samples
+    /// the queue was at the backlog.
+    pub listen_queues: Vec<QueueMax>,
+    pub processes: Vec<ProcRates>,
+    /// CPU pressure stall time over the window, ms.
+    pub cpu_pressure_stall_ms: Option<f64>,
+    /// Time loadlens's cgroup was throttled by its CPU quota over the window, ms
+    /// (cgroup v2 `throttled_usec` or v1 `throttled_time`); `None` where unreadable.
+    pub cgroup_throttled_ms: Option<f64>,
+    /// Interface → packets a rate-limiting qdisc delayed (overlimits) and dropped.
+    #[serde(default)]
+    pub qdisc_overlimits: BTreeMap<String, u64>,
+    #[serde(default)]
+    pub qdisc_drops: BTreeMap<String, u64>,
+    /// The busiest other processes on the machine over the window (not the watched
+    /// server, not loadlens): who else competed for the CPUs.
+    #[serde(default)]
+    pub other_processes: Vec<OtherProcess>,
+}
+
+/// A process that is neither the server nor loadlens, with its CPU use over the window.
+#[derive(Debug, Clone, Default, Serialize, Deserialize, schemars::JsonSchema)]
+pub struct OtherProcess {
+    pub pid: i32,
+    pub comm: String,
+    /// Percent of one core.
+    pub cpu_pct: f64,
+    /// The CPU it last ran on.
+    pub last_cpu: u32,
+}
+
+/// Conntrack over the window.
+#[derive(Debug, Clone, Default, Serialize, Deserialize, schemars::JsonSchema)]
+pub struct Conntrack {
+    pub count_max_seen: u64,
+    pub max: u64,
+    /// Δ of `/proc/net/stat/nf_conntrack` drop, early_drop, insert_failed.
+    pub drop: u64,
+    pub early_drop: u64,
+    pub insert_failed: u64,
+}
+
+/// A listener's accept queue over the window.
+#[derive(Debug, Clone, Default, Serialize, Deserialize, schemars::JsonSchema)]
+pub struct QueueMax {
+    pub addr: String,
+    pub max_queue: u32,
+    pub backlog: u32,
+    /// Samples in which the queue was at (or past) the backlog.
+    pub samples_full: u32,
+    pub samples: u32,
+}
+
+impl QueueMax {
+    /// A TCP listener (address:port) rather than a unix socket path.
+    pub fn port_is_tcp(&self) -> bool {
+        !self.addr.starts_with('/') && !self.addr.starts_with('@')
+    }
+}

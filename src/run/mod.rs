@@ -1,0 +1,80 @@
+//! The Run: the one artifact a run produces, and the bottom of the pipeline. The engine
+//! fills [`LoadResults`] and [`ClientCheck`], the watch fills [`Evidence`] (with its
+//! [`Topology`]), the diagnosis adds [`Finding`]s; every view (terminal, JSON, compare…)
+//! is rendered from it, also later from its JSON (`loadlens report run.json`).
+//!
+//! This module holds data only: serde and schema derives, construction helpers and
+//! (de)serialisation. It imports nothing from the layers that fill or read it (engine,
+//! watch, diagnose, report), so each of them can be read and tested alone.
+//!
+//! The doc comments on these structs are the documentation of the JSON format
+//! (`docs/run.schema.json` is generated from them); keys are snake_case and units are in
+//! the names. `schema_version` changes when a field changes meaning or disappears (adding
+//! a field does not change it).
+
+mod client;
+mod evidence;
+mod finding;
+mod load;
+mod topology;
+
+use anyhow::Context;
+use serde::{Deserialize, Serialize};
+
+use crate::spec::Spec;
+
+pub use client::{ClientCheck, ThreadCpu};
+pub use evidence::{
+    Conntrack, CpuPct, Evidence, HostFacts, IfaceRate, OtherProcess, ProcRates, QueueGauge,
+    QueueMax, Sample, Window,
+};
+pub use finding::{Fact, Finding, Kind};
+pub use load::{
+    decode_histogram, encode_histogram, ErrorCounts, LatencySummary, LoadResults, Percentile,
+    Second, Spread, PERCENTILES,
+};
+pub use topology::{Listener, NginxConfig, ServerProcess, Topology};
+
+/// Version of the JSON layout below.
+pub const SCHEMA_VERSION: u32 = 1;
+
+/// One load run and everything known about it.
+#[derive(Debug, Clone, Serialize, Deserialize, schemars::JsonSchema)]
+pub struct Run {
+    /// Version of this layout (see `SCHEMA_VERSION`).
+    pub schema_version: u32,
+    /// The program that wrote the file, e.g. `loadlens 0.1.0`.
+    pub tool: String,
+    /// When the load started, seconds since the Unix epoch.
+    pub started_unix_s: f64,
+    /// What was asked.
+    pub spec: Spec,
+    /// The address the load was sent to (the first of the URL's addresses that accepted).
+    pub target_addr: String,
+    /// What the load engine measured.
+    pub results: LoadResults,
+    /// The load generator's own CPU use: whether the client, not the server, set the pace.
+    pub client: ClientCheck,
+    /// What was watched on the machine during the load; absent with `--no-watch`.
+    #[serde(default)]
+    pub evidence: Option<Evidence>,
+    /// Things the user should know about this run (degraded measurements, caveats).
+    pub warnings: Vec<String>,
+    /// What limited the run, ranked: bottlenecks first, by confidence (see
+    /// `loadlens explain ID`).
+    #[serde(default)]
+    pub findings: Vec<Finding>,
+}
+
+impl Run {
+    pub fn from_json(text: &str) -> anyhow::Result<Run> {
+        let v: serde_json::Value = serde_json::from_str(text).context("not JSON")?;
+        let version = v.get("schema_version").and_then(|x| x.as_u64());
+        if version != Some(SCHEMA_VERSION as u64) {
+            anyhow::bail!(
+                "unsupported schema_version {version:?}: this loadlens reads version {SCHEMA_VERSION}"
+            );
+        }
+        serde_json::from_value(v).context("not a loadlens Run")
+    }
+}

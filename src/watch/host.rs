@@ -1,0 +1,92 @@
+//! Facts read once before the load: kernel, CPUs, the sysctls that matter to a web
+//! server, link speeds, the cgroup's CPU quota.
+
+use std::collections::BTreeMap;
+
+use crate::run::HostFacts;
+use crate::sys::cgroup::cgroup_cpu_max;
+
+use super::snapshot::Reader;
+
+/// Sysctls that matter to a web server under load, read once.
+const SYSCTLS: &[&str] = &[
+    "net/core/somaxconn",
+    "net/core/netdev_max_backlog",
+    "net/core/rmem_max",
+    "net/core/wmem_max",
+    "net/ipv4/tcp_rmem",
+    "net/ipv4/tcp_wmem",
+    "net/ipv4/tcp_max_syn_backlog",
+    "net/ipv4/ip_local_port_range",
+    "net/ipv4/tcp_tw_reuse",
+    "net/ipv4/tcp_fin_timeout",
+    "net/ipv4/tcp_max_tw_buckets",
+    "net/ipv4/tcp_syncookies",
+    "net/ipv4/tcp_congestion_control",
+    "fs/file-max",
+    "net/netfilter/nf_conntrack_max",
+];
+
+impl Reader {
+    pub(super) fn host_facts(&mut self) -> HostFacts {
+        let sys = self.sys_root();
+        let mut sysctls = BTreeMap::new();
+        for name in SYSCTLS {
+            let path = format!("{sys}/sys/{name}");
+            if let Ok(v) = std::fs::read_to_string(&path) {
+                sysctls.insert(
+                    name.replace('/', "."),
+                    v.split_ascii_whitespace().collect::<Vec<_>>().join(" "),
+                );
+            }
+        }
+        let affinity = loadgen_cpus();
+        HostFacts {
+            kernel: std::fs::read_to_string("/proc/sys/kernel/osrelease")
+                .map(|s| s.trim().to_string())
+                .unwrap_or_default(),
+            cpus: std::thread::available_parallelism()
+                .map(|n| n.get() as u32)
+                .unwrap_or(1)
+                .max(affinity.len() as u32),
+            loadgen_cpus: affinity,
+            sysctls,
+            link_speed_mbps: self.speeds.clone(),
+            cgroup_cpu_max: cgroup_cpu_max(),
+            qdisc_rate_bytes_per_s: BTreeMap::new(),
+        }
+    }
+}
+
+/// CPUs this process may run on (sched_getaffinity).
+fn loadgen_cpus() -> Vec<u32> {
+    // SAFETY: sched_getaffinity fills the zeroed cpu_set_t we own.
+    unsafe {
+        let mut set: libc::cpu_set_t = std::mem::zeroed();
+        if libc::sched_getaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), &mut set) != 0 {
+            return Vec::new();
+        }
+        (0..libc::CPU_SETSIZE as usize)
+            .filter(|&c| libc::CPU_ISSET(c, &set))
+            .map(|c| c as u32)
+            .collect()
+    }
+}
+
+pub(super) fn link_speeds() -> BTreeMap<String, u64> {
+    let mut out = BTreeMap::new();
+    if let Ok(rd) = std::fs::read_dir("/sys/class/net") {
+        for e in rd.flatten() {
+            let name = e.file_name().to_string_lossy().to_string();
+            // Reading speed of a link without one fails with EINVAL, or gives -1.
+            if let Some(s) = std::fs::read_to_string(e.path().join("speed"))
+                .ok()
+                .and_then(|t| t.trim().parse::<i64>().ok())
+                .filter(|&s| s > 0)
+            {
+                out.insert(name, s as u64);
+            }
+        }
+    }
+    out
+}

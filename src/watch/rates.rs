@@ -1,0 +1,319 @@
+//! From two snapshots to the record: per-interval [`Sample`]s (rates and gauges) and the
+//! [`Window`] (deltas over exactly the load window).
+
+use std::collections::BTreeMap;
+use std::time::Instant;
+
+use crate::run::{
+    Conntrack, CpuPct, IfaceRate, OtherProcess, ProcRates, QueueGauge, QueueMax, Sample, Window,
+};
+use crate::sys::procfs::Softnet;
+
+use super::snapshot::{Reader, Snapshot};
+
+/// The counters that the sample series carries as per-second rates (the window deltas
+/// carry every counter that moved).
+const SERIES_COUNTERS: &[&str] = &[
+    "Tcp.ActiveOpens",
+    "Tcp.PassiveOpens",
+    "Tcp.AttemptFails",
+    "Tcp.EstabResets",
+    "Tcp.RetransSegs",
+    "Tcp.OutRsts",
+    "Tcp.InErrs",
+    "TcpExt.ListenOverflows",
+    "TcpExt.ListenDrops",
+    "TcpExt.TCPReqQFullDrop",
+    "TcpExt.SyncookiesSent",
+    "TcpExt.TCPTimeouts",
+    "TcpExt.TCPSynRetrans",
+    "TcpExt.TW",
+    "TcpExt.TCPTimeWaitOverflow",
+    "TcpExt.TCPAbortOnData",
+    "TcpExt.TCPAbortOnMemory",
+];
+
+impl Reader {
+    fn rates(
+        &self,
+        a: &Snapshot,
+        b: &Snapshot,
+    ) -> (f64, Vec<CpuPct>, Vec<IfaceRate>, Vec<ProcRates>) {
+        let dt = match (a.at, b.at) {
+            (Some(x), Some(y)) => y.duration_since(x).as_secs_f64().max(1e-6),
+            _ => 1.0,
+        };
+        let cpus = b
+            .cpus
+            .iter()
+            .filter_map(|(id, t)| {
+                let d = t.delta(a.cpus.get(id)?);
+                let tot = d.total().max(1) as f64;
+                let pct = |x: u64| x as f64 * 100.0 / tot;
+                Some(CpuPct {
+                    cpu: *id,
+                    user: pct(d.user + d.nice),
+                    system: pct(d.system),
+                    irq: pct(d.irq),
+                    softirq: pct(d.softirq),
+                    iowait: pct(d.iowait),
+                    steal: pct(d.steal),
+                    idle: pct(d.idle),
+                })
+            })
+            .collect();
+        let ifaces = b
+            .netdev
+            .iter()
+            .filter_map(|(name, n)| {
+                let o = a.netdev.get(name)?;
+                let rx = n.rx_bytes.saturating_sub(o.rx_bytes) as f64 / dt;
+                let tx = n.tx_bytes.saturating_sub(o.tx_bytes) as f64 / dt;
+                Some(IfaceRate {
+                    name: name.clone(),
+                    rx_bytes_per_s: rx,
+                    tx_bytes_per_s: tx,
+                    rx_packets_per_s: n.rx_packets.saturating_sub(o.rx_packets) as f64 / dt,
+                    tx_packets_per_s: n.tx_packets.saturating_sub(o.tx_packets) as f64 / dt,
+                    drops: (n.rx_drops + n.tx_drops).saturating_sub(o.rx_drops + o.tx_drops),
+                    util_pct: self
+                        .speeds
+                        .get(name)
+                        .map(|mbps| rx.max(tx) * 8.0 * 100.0 / (*mbps as f64 * 1e6)),
+                })
+            })
+            .collect();
+        let procs = self
+            .procs
+            .iter()
+            .filter_map(|p| {
+                let (x, y) = (a.procs.get(&p.pid)?, b.procs.get(&p.pid)?);
+                let ticks = |v: u64| v as f64 / self.clk_tck / dt * 100.0;
+                let user = ticks(y.stat.utime.saturating_sub(x.stat.utime));
+                let system = ticks(y.stat.stime.saturating_sub(x.stat.stime));
+                let io = match (x.io, y.io) {
+                    (Some(i), Some(j)) => Some((
+                        j.syscr.saturating_sub(i.syscr),
+                        j.rchar.saturating_sub(i.rchar),
+                        j.syscw.saturating_sub(i.syscw),
+                        j.wchar.saturating_sub(i.wchar),
+                    )),
+                    _ => None,
+                };
+                let per = |calls: u64, bytes: u64| (calls > 0).then(|| bytes as f64 / calls as f64);
+                Some(ProcRates {
+                    pid: p.pid,
+                    comm: p.comm.clone(),
+                    role: p.role.clone(),
+                    cpu_pct: user + system,
+                    user_pct: user,
+                    system_pct: system,
+                    run_delay_ms_per_s: match (x.sched, y.sched) {
+                        (Some(i), Some(j)) => Some(j.1.saturating_sub(i.1) as f64 / 1e6 / dt),
+                        _ => None,
+                    },
+                    voluntary_ctxt_switches_per_s: y
+                        .status
+                        .voluntary_ctxt_switches
+                        .saturating_sub(x.status.voluntary_ctxt_switches)
+                        as f64
+                        / dt,
+                    nonvoluntary_ctxt_switches_per_s: y
+                        .status
+                        .nonvoluntary_ctxt_switches
+                        .saturating_sub(x.status.nonvoluntary_ctxt_switches)
+                        as f64
+                        / dt,
+                    reads_per_s: io.map(|(c, _, _, _)| c as f64 / dt),
+                    bytes_per_read: io.and_then(|(c, b, _, _)| per(c, b)),
+                    writes_per_s: io.map(|(_, _, c, _)| c as f64 / dt),
+                    bytes_per_write: io.and_then(|(_, _, c, b)| per(c, b)),
+                    minor_faults_per_s: y.stat.minflt.saturating_sub(x.stat.minflt) as f64 / dt,
+                    state: y.stat.state.to_string(),
+                    last_cpu: y.stat.processor,
+                    threads: y.stat.num_threads,
+                    rss_kb: y.status.vm_rss_kb,
+                    fds: y.fds,
+                    fd_limit: y.fd_limit,
+                })
+            })
+            .collect();
+        (dt, cpus, ifaces, procs)
+    }
+
+    /// The busiest processes that are neither watched nor loadlens, over a..b.
+    fn others(&self, a: &Snapshot, b: &Snapshot, dt: f64) -> Vec<OtherProcess> {
+        let me = std::process::id() as i32;
+        let mut v: Vec<OtherProcess> = b
+            .all_ticks
+            .iter()
+            .filter(|(pid, _)| **pid != me && !self.procs.iter().any(|p| p.pid == **pid))
+            .filter_map(|(pid, (comm, ticks, cpu))| {
+                let before = a.all_ticks.get(pid).map_or(0, |x| x.1);
+                let pct = ticks.saturating_sub(before) as f64 / self.clk_tck / dt * 100.0;
+                (pct >= 1.0).then(|| OtherProcess {
+                    pid: *pid,
+                    comm: comm.clone(),
+                    cpu_pct: pct,
+                    last_cpu: *cpu,
+                })
+            })
+            .collect();
+        v.sort_by(|x, y| y.cpu_pct.total_cmp(&x.cpu_pct));
+        v.truncate(5);
+        v
+    }
+
+    pub(super) fn sample(&self, start: Instant, a: &Snapshot, b: &Snapshot) -> Sample {
+        let (dt, cpus, ifaces, processes) = self.rates(a, b);
+        let tcp_per_s = SERIES_COUNTERS
+            .iter()
+            .filter_map(|k| {
+                let d = b.counters.get(*k)?.saturating_sub(*a.counters.get(*k)?);
+                Some((k.to_string(), d as f64 / dt))
+            })
+            .collect();
+        Sample {
+            t_s: b
+                .at
+                .map(|t| t.saturating_duration_since(start).as_secs_f64())
+                .unwrap_or(0.0),
+            cpus,
+            ifaces,
+            tcp_per_s,
+            sockstat: b
+                .sockstat
+                .iter()
+                .filter(|(k, _)| k.starts_with("TCP."))
+                .map(|(k, v)| (k.clone(), *v))
+                .collect(),
+            conntrack_count: b.conntrack_count,
+            listen_queues: b
+                .listeners
+                .iter()
+                .map(|l| QueueGauge {
+                    addr: l.addr.clone(),
+                    queue: l.queue,
+                    backlog: l.backlog,
+                })
+                .collect(),
+            processes,
+            cpu_pressure_avg10: b.psi.map(|p| p.0),
+            load1: b.load.map(|l| l.0),
+            runnable: b.load.map(|l| l.1),
+        }
+    }
+
+    pub(super) fn window(
+        &self,
+        a: &Snapshot,
+        b: &Snapshot,
+        samples: &[Sample],
+        all: &[Snapshot],
+    ) -> Window {
+        let (dt, cpus, ifaces, processes) = self.rates(a, b);
+        let counters = b
+            .counters
+            .iter()
+            .filter_map(|(k, v)| {
+                let d = v.saturating_sub(*a.counters.get(k)?);
+                (d > 0).then(|| (k.clone(), d))
+            })
+            .collect();
+        let sum = |f: fn(&Softnet) -> u64, s: &Snapshot| s.softnet.iter().map(f).sum::<u64>();
+        let conntrack = b.conntrack_count.map(|_| {
+            let d = |k: &str| {
+                b.conntrack_stat
+                    .get(k)
+                    .unwrap_or(&0)
+                    .saturating_sub(*a.conntrack_stat.get(k).unwrap_or(&0))
+            };
+            Conntrack {
+                count_max_seen: all
+                    .iter()
+                    .filter_map(|s| s.conntrack_count)
+                    .max()
+                    .unwrap_or(0),
+                max: std::fs::read_to_string(format!(
+                    "{}/sys/net/netfilter/nf_conntrack_max",
+                    self.sys_root()
+                ))
+                .ok()
+                .and_then(|t| t.trim().parse().ok())
+                .unwrap_or(0),
+                drop: d("drop"),
+                early_drop: d("early_drop"),
+                insert_failed: d("insert_failed"),
+            }
+        });
+        let mut queues: BTreeMap<String, QueueMax> = BTreeMap::new();
+        for s in all {
+            for l in &s.listeners {
+                let q = queues.entry(l.addr.clone()).or_insert_with(|| QueueMax {
+                    addr: l.addr.clone(),
+                    ..QueueMax::default()
+                });
+                q.max_queue = q.max_queue.max(l.queue);
+                q.backlog = l.backlog;
+                q.samples += 1;
+                if l.backlog > 0 && l.queue >= l.backlog {
+                    q.samples_full += 1;
+                }
+            }
+        }
+        Window {
+            duration_s: dt,
+            cpus,
+            ifaces,
+            counters,
+            net_rx_softirqs: b
+                .net_rx
+                .iter()
+                .zip(a.net_rx.iter().chain(std::iter::repeat(&0)))
+                .map(|(y, x)| y.saturating_sub(*x))
+                .collect(),
+            softnet_dropped: sum(|s| s.dropped, b).saturating_sub(sum(|s| s.dropped, a)),
+            softnet_time_squeeze: sum(|s| s.time_squeeze, b)
+                .saturating_sub(sum(|s| s.time_squeeze, a)),
+            sockstat_end: b.sockstat.clone(),
+            time_wait_max: samples
+                .iter()
+                .filter_map(|s| s.sockstat.get("TCP.tw").copied())
+                .chain(b.sockstat.get("TCP.tw").copied())
+                .max()
+                .unwrap_or(0),
+            conntrack,
+            listen_queues: queues.into_values().collect(),
+            processes,
+            cpu_pressure_stall_ms: match (a.psi, b.psi) {
+                (Some(x), Some(y)) => Some(y.1.saturating_sub(x.1) as f64 / 1e3),
+                _ => None,
+            },
+            cgroup_throttled_ms: match (a.throttled_ns, b.throttled_ns) {
+                (Some(x), Some(y)) => Some(y.saturating_sub(x) as f64 / 1e6),
+                _ => None,
+            },
+            qdisc_overlimits: b
+                .qdiscs
+                .iter()
+                .map(|(k, v)| {
+                    (
+                        k.clone(),
+                        v.1.saturating_sub(a.qdiscs.get(k).map_or(0, |x| x.1)),
+                    )
+                })
+                .collect(),
+            qdisc_drops: b
+                .qdiscs
+                .iter()
+                .map(|(k, v)| {
+                    (
+                        k.clone(),
+                        v.2.saturating_sub(a.qdiscs.get(k).map_or(0, |x| x.2)),
+                    )
+                })
+                .collect(),
+            other_processes: self.others(a, b, dt),
+        }
+    }
+}

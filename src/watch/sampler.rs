@@ -1,0 +1,142 @@
+//! The sampler thread: joins the server's network namespace, discovers the target,
+//! takes the `before` snapshot, then a sample every interval until told to stop, then the
+//! `after` snapshot and the window.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::sync::mpsc::{self, RecvTimeoutError};
+use std::time::{Duration, Instant};
+
+use crate::run::Evidence;
+use crate::sys::sockdiag::{self, Diag};
+use crate::sys::thread_cpu::ThreadCpuSample;
+
+use super::host::link_speeds;
+use super::snapshot::{all_cpu_ticks, qdiscs, Reader, Snapshot};
+use super::{discover, WatchSpec, MAX_SAMPLES};
+
+/// The sampler thread: set-up, then a sample every interval until told to stop.
+pub(super) fn sampler(
+    spec: WatchSpec,
+    stop: mpsc::Receiver<()>,
+    ready: mpsc::Sender<()>,
+) -> Evidence {
+    let mut warnings = Vec::new();
+    let hinted = discover::hinted(&spec.hints, &mut warnings);
+    // Join the server's network namespace, so /proc/thread-self/net, /proc/sys/net and
+    // sock_diag all show what the server sees.
+    let mut netns = "loadlens".to_string();
+    if let Some(&pid) = hinted.iter().next() {
+        match sockdiag::in_netns_of(pid) {
+            Ok(true) => {}
+            Ok(false) => match sockdiag::enter_netns_of(pid) {
+                Ok(()) => netns = format!("pid {pid}"),
+                Err(e) => warnings.push(format!(
+                    "server pid {pid} is in another network namespace that loadlens cannot join ({e}; needs root): network counters are loadlens's own"
+                )),
+            },
+            Err(e) => warnings.push(format!("cannot read /proc/{pid}/ns/net: {e}")),
+        }
+    }
+    let mut diag = match Diag::open() {
+        Ok(d) => Some(d),
+        Err(e) => {
+            warnings.push(format!(
+                "listen queues not watched: sock_diag unavailable ({e})"
+            ));
+            None
+        }
+    };
+    let found = discover::discover(spec.target, &hinted, &netns, diag.as_mut());
+    warnings.extend(found.warnings);
+    let clk_tck = unsafe { libc::sysconf(libc::_SC_CLK_TCK) }.max(1) as f64;
+    let mut reader = Reader {
+        net: "/proc/thread-self/net".to_string(),
+        procs: found.topology.processes.clone(),
+        diag: if found.topology.listeners.is_empty() {
+            None
+        } else {
+            diag
+        },
+        port: spec.target.port(),
+        unix_inodes: found
+            .topology
+            .unix_listeners
+            .iter()
+            .map(|u| u.inode)
+            .collect(),
+        missing: BTreeSet::new(),
+        warnings,
+        clk_tck,
+        // /sys/class/net shows the namespace that mounted /sys, not the one this thread
+        // joined: link speeds are only known for loadlens's own namespace.
+        speeds: if netns == "loadlens" {
+            link_speeds()
+        } else {
+            BTreeMap::new()
+        },
+    };
+    let mut host = reader.host_facts();
+    let topology = found.topology;
+    let interval = spec.interval;
+    let mut before = reader.snapshot();
+    before.qdiscs = qdiscs();
+    before.all_ticks = all_cpu_ticks();
+    host.qdisc_rate_bytes_per_s = before
+        .qdiscs
+        .iter()
+        .map(|(k, v)| (k.clone(), v.0))
+        .collect();
+    // Set-up (discovery) is a one-time cost; this measures the cost of sampling.
+    let cpu_at_start = ThreadCpuSample::now();
+    let _ = ready.send(());
+    let start = before.at.unwrap_or_else(Instant::now);
+    let mut samples = Vec::new();
+    let mut snaps = vec![before.clone()];
+    let mut prev = before.clone();
+    let mut next = start + interval;
+    let mut dropped = false;
+    loop {
+        let wait = next.saturating_duration_since(Instant::now());
+        match stop.recv_timeout(wait) {
+            Err(RecvTimeoutError::Timeout) => {}
+            _ => break,
+        }
+        next += interval;
+        let cur = reader.snapshot();
+        if samples.len() < MAX_SAMPLES {
+            samples.push(reader.sample(start, &prev, &cur));
+            // Keep only what the window needs from each snapshot.
+            snaps.push(Snapshot {
+                at: cur.at,
+                conntrack_count: cur.conntrack_count,
+                listeners: cur.listeners.clone(),
+                ..Snapshot::default()
+            });
+        } else if !dropped {
+            dropped = true;
+            reader.warnings.push(format!(
+                "more than {MAX_SAMPLES} samples: later ones not kept (window deltas are complete)"
+            ));
+        }
+        prev = cur;
+    }
+    let mut after = reader.snapshot();
+    after.qdiscs = qdiscs();
+    after.all_ticks = all_cpu_ticks();
+    // The partial last interval, so even a short run has a sample.
+    samples.push(reader.sample(start, &prev, &after));
+    snaps.push(after.clone());
+    let window = reader.window(&before, &after, &samples, &snaps);
+    let sampler_cpu_pct = ThreadCpuSample::now()
+        .since(&cpu_at_start, Duration::from_secs_f64(window.duration_s))
+        .busy_pct;
+    Evidence {
+        sampler_cpu_pct,
+        sample_interval_s: interval.as_secs_f64(),
+        topology,
+        host,
+        samples,
+        window,
+        warnings: reader.warnings,
+    }
+}

@@ -1,0 +1,218 @@
+//! One moment's cumulative counters and gauges, read from every source the watch uses
+//! (/proc, /sys, netlink sock_diag, the cgroup, `tc`), and the [`Reader`] that reads them
+//! and warns once about each source it cannot read.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::time::Instant;
+
+use crate::run::{Listener, ServerProcess};
+use crate::sys::cgroup::cgroup_throttled_ns;
+use crate::sys::procfs::*;
+use crate::sys::sockdiag::Diag;
+
+/// One moment's cumulative counters and gauges.
+#[derive(Debug, Clone, Default)]
+pub(super) struct Snapshot {
+    pub(super) at: Option<Instant>,
+    pub(super) cpus: BTreeMap<u32, CpuTimes>,
+    pub(super) net_rx: Vec<u64>,
+    pub(super) softnet: Vec<Softnet>,
+    pub(super) netdev: BTreeMap<String, NetDev>,
+    pub(super) counters: BTreeMap<String, u64>,
+    pub(super) sockstat: BTreeMap<String, u64>,
+    pub(super) conntrack_count: Option<u64>,
+    pub(super) conntrack_stat: BTreeMap<String, u64>,
+    pub(super) psi: Option<(f64, u64)>,
+    pub(super) load: Option<(f64, u64)>,
+    pub(super) throttled_ns: Option<u64>,
+    /// Only in the before/after snapshots (spawning tc and scanning /proc each sample
+    /// would cost more than the rest of the sample).
+    pub(super) qdiscs: BTreeMap<String, (u64, u64, u64)>,
+    pub(super) all_ticks: BTreeMap<i32, (String, u64, u32)>,
+    pub(super) procs: BTreeMap<i32, ProcSnap>,
+    pub(super) listeners: Vec<Listener>,
+}
+
+#[derive(Debug, Clone, Default)]
+pub(super) struct ProcSnap {
+    pub(super) stat: PidStat,
+    pub(super) status: PidStatus,
+    pub(super) sched: Option<(u64, u64)>,
+    pub(super) io: Option<PidIo>,
+    pub(super) fds: Option<u64>,
+    pub(super) fd_limit: Option<u64>,
+}
+
+/// Reads snapshots; remembers which sources failed so each is warned about once.
+pub(super) struct Reader {
+    pub(super) net: String,
+    pub(super) procs: Vec<ServerProcess>,
+    pub(super) diag: Option<Diag>,
+    pub(super) port: u16,
+    pub(super) unix_inodes: BTreeSet<u64>,
+    pub(super) missing: BTreeSet<String>,
+    pub(super) warnings: Vec<String>,
+    pub(super) clk_tck: f64,
+    pub(super) speeds: BTreeMap<String, u64>,
+}
+
+impl Reader {
+    pub(super) fn read(&mut self, path: &str) -> Option<String> {
+        match std::fs::read_to_string(path) {
+            Ok(t) => Some(t),
+            Err(e) => {
+                if self.missing.insert(path.to_string()) {
+                    let why = match e.kind() {
+                        std::io::ErrorKind::NotFound => "not present in this kernel".to_string(),
+                        std::io::ErrorKind::PermissionDenied => "permission denied".to_string(),
+                        _ => e.to_string(),
+                    };
+                    self.warnings.push(format!("{path} not read: {why}"));
+                }
+                None
+            }
+        }
+    }
+
+    pub(super) fn snapshot(&mut self) -> Snapshot {
+        let mut s = Snapshot {
+            at: Some(Instant::now()),
+            ..Snapshot::default()
+        };
+        if let Some(t) = self.read("/proc/stat") {
+            s.cpus = parse_stat(&t);
+        }
+        if let Some(t) = self.read("/proc/softirqs") {
+            s.net_rx = parse_softirqs(&t).remove("NET_RX").unwrap_or_default();
+        }
+        let net = self.net.clone();
+        if let Some(t) = self.read(&format!("{net}/softnet_stat")) {
+            s.softnet = parse_softnet(&t);
+        }
+        if let Some(t) = self.read(&format!("{net}/dev")) {
+            s.netdev = parse_net_dev(&t);
+        }
+        if let Some(t) = self.read(&format!("{net}/snmp")) {
+            s.counters = parse_snmp(&t);
+        }
+        if let Some(t) = self.read(&format!("{net}/netstat")) {
+            s.counters.extend(parse_snmp(&t));
+        }
+        if let Some(t) = self.read(&format!("{net}/sockstat")) {
+            s.sockstat = parse_sockstat(&t);
+        }
+        if let Some(t) = self.read(&format!("{net}/sockstat6")) {
+            s.sockstat.extend(parse_sockstat(&t));
+        }
+        // Conntrack is optional: quietly absent when the module is not loaded.
+        let ct = format!("{}/sys/net/netfilter/nf_conntrack_count", self.sys_root());
+        s.conntrack_count = std::fs::read_to_string(ct)
+            .ok()
+            .and_then(|t| t.trim().parse().ok());
+        if s.conntrack_count.is_some() {
+            if let Ok(t) = std::fs::read_to_string(format!("{net}/stat/nf_conntrack")) {
+                s.conntrack_stat = parse_nf_conntrack_stat(&t);
+            }
+        }
+        s.psi = std::fs::read_to_string("/proc/pressure/cpu")
+            .ok()
+            .and_then(|t| parse_pressure(&t));
+        s.load = self.read("/proc/loadavg").and_then(|t| parse_loadavg(&t));
+        s.throttled_ns = cgroup_throttled_ns();
+        for p in self.procs.clone() {
+            let pid = p.pid;
+            let Some(stat) = std::fs::read_to_string(format!("/proc/{pid}/stat"))
+                .ok()
+                .and_then(|t| parse_pid_stat(&t))
+            else {
+                continue; // exited (a worker replaced): no longer watched
+            };
+            let status = self
+                .read(&format!("/proc/{pid}/status"))
+                .map(|t| parse_pid_status(&t))
+                .unwrap_or_default();
+            let sched = self
+                .read(&format!("/proc/{pid}/schedstat"))
+                .and_then(|t| parse_schedstat(&t));
+            let io = self
+                .read(&format!("/proc/{pid}/io"))
+                .and_then(|t| parse_pid_io(&t));
+            let fds = std::fs::read_dir(format!("/proc/{pid}/fd"))
+                .ok()
+                .map(|d| d.count() as u64);
+            let fd_limit = std::fs::read_to_string(format!("/proc/{pid}/limits"))
+                .ok()
+                .and_then(|t| parse_limits_nofile(&t));
+            s.procs.insert(
+                pid,
+                ProcSnap {
+                    stat,
+                    status,
+                    sched,
+                    io,
+                    fds,
+                    fd_limit,
+                },
+            );
+        }
+        if let Some(d) = self.diag.as_mut() {
+            if let Ok(ls) = d.tcp_listeners(Some(self.port)) {
+                s.listeners = ls;
+            }
+            if !self.unix_inodes.is_empty() {
+                if let Ok(us) = d.unix_listeners() {
+                    s.listeners.extend(
+                        us.into_iter()
+                            .filter(|u| self.unix_inodes.contains(&u.inode)),
+                    );
+                }
+            }
+        }
+        s
+    }
+
+    /// `/proc/sys`: per-namespace sysctls (net.*) show the namespace of the reading
+    /// thread, which has joined the server's.
+    pub(super) fn sys_root(&self) -> &'static str {
+        "/proc"
+    }
+}
+
+/// Every process's CPU ticks and last CPU, for [`OtherProcess`].
+pub(super) fn all_cpu_ticks() -> BTreeMap<i32, (String, u64, u32)> {
+    all_pid_stats()
+        .into_iter()
+        .map(|(pid, st)| (pid, (st.comm, st.utime + st.stime, st.processor)))
+        .collect()
+}
+
+/// Rate-limiting qdiscs in the calling thread's namespace: `tc -s -j qdisc show` (tc
+/// inherits the thread's network namespace). Interface → (tbf rate bytes/s,
+/// overlimits, drops).
+pub(super) fn qdiscs() -> BTreeMap<String, (u64, u64, u64)> {
+    let Ok(out) = std::process::Command::new("tc")
+        .args(["-s", "-j", "qdisc", "show"])
+        .stderr(std::process::Stdio::null())
+        .output()
+    else {
+        return BTreeMap::new();
+    };
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap_or_default();
+    let mut m = BTreeMap::new();
+    for q in v.as_array().into_iter().flatten() {
+        let (Some(dev), Some(rate)) = (q["dev"].as_str(), q["options"]["rate"].as_u64()) else {
+            continue;
+        };
+        if q["kind"] == "tbf" {
+            m.insert(
+                dev.to_string(),
+                (
+                    rate,
+                    q["overlimits"].as_u64().unwrap_or(0),
+                    q["drops"].as_u64().unwrap_or(0),
+                ),
+            );
+        }
+    }
+    m
+}
