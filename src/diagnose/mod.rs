@@ -1,6 +1,7 @@
 //! Diagnose: the evidence of one Run → a short ranked list of findings, each with the
 //! numbers that prove it and the fix. Rules are small pure functions over a recorded
-//! Run (`rules.rs`), so each is unit-tested on Run JSON recorded from the lab.
+//! Run (`rules/`, one file per resource), so each is unit-tested on Run JSON recorded from
+//! the lab, beside it.
 //!
 //! Ranking: bottlenecks first, by confidence; then warnings; then info. When a cause
 //! (a full listen queue, a stall, a hog) is found, "the server's CPU was saturated" is
@@ -177,4 +178,4 @@ impl<'a> Ctx<'a> {
 }
 
 #[cfg(test)]
-mod tests;
+mod testutil;

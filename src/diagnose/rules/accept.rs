@@ -1,0 +1,123 @@
+//! Accept queues: the listen queue and the SYN queue of the server's socket.
+
+use super::{fact, finding, ramp, Ctx};
+use crate::run::{Finding, Kind};
+
+/// Connections dropped because the listen socket's accept queue was full.
+pub(super) fn listen_queue_overflow(c: &Ctx) -> Option<Finding> {
+    let overflows = c.counter("TcpExt.ListenOverflows");
+    let drops = c.counter("TcpExt.ListenDrops");
+    let opened = c.counter("Tcp.PassiveOpens").max(1);
+    // A handful over a run can be noise of a restart; one in a thousand is a pattern.
+    if overflows < 10 || (overflows as f64) < 0.001 * opened as f64 {
+        return None;
+    }
+    let q = c
+        .ev?
+        .window
+        .listen_queues
+        .iter()
+        .filter(|q| q.port_is_tcp())
+        .max_by_key(|q| q.max_queue);
+    let somaxconn = c.sysctl("net.core.somaxconn").unwrap_or("?");
+    let rate = overflows as f64 / c.duration_s();
+    let mut conf = ramp(overflows as f64 / opened as f64, 0.001, 0.02);
+    let mut f = finding(
+        "listen-queue-overflow",
+        Kind::Bottleneck,
+        0.0,
+        format!(
+            "listen queue overflow on {}",
+            q.map(|q| q.addr.as_str()).unwrap_or("the server's port")
+        ),
+    );
+    f.evidence = vec![
+        fact("TcpExt.ListenOverflows", overflows as f64, "connections"),
+        fact("ListenOverflows rate", rate, "/s"),
+        fact("TcpExt.ListenDrops", drops as f64, "connections"),
+        fact("Tcp.PassiveOpens", opened as f64, "connections"),
+    ];
+    if let Some(q) = q {
+        f.evidence.push(fact(
+            "accept queue max seen",
+            q.max_queue as f64,
+            "connections",
+        ));
+        f.evidence
+            .push(fact("effective backlog", q.backlog as f64, "connections"));
+        if q.backlog > 0 && q.max_queue as f64 >= 0.5 * q.backlog as f64 {
+            conf = (conf + 0.1).min(0.98);
+        }
+    }
+    f.confidence = (conf * 100.0).round() / 100.0;
+    let backlog = q.map(|q| q.backlog.to_string()).unwrap_or("?".into());
+    f.explanation = format!(
+        "The kernel completed handshakes faster than the server accepted them; with the accept queue full (effective backlog = min(listen backlog, net.core.somaxconn) = {backlog}) it drops the client's final ACK, and the client retransmits after a second or more — the latency spikes and lost throughput of the run."
+    );
+    f.fix = format!(
+        "raise the nginx `listen ... backlog=` (effective now {backlog}){} and net.core.somaxconn (now {somaxconn}), e.g. 4096; also check the server accepts fast enough (workers, `multi_accept`)",
+        c.now("listen")
+    );
+    Some(f)
+}
+
+/// SYNs dropped or answered with cookies because the SYN queue was full.
+pub(super) fn syn_queue_overflow(c: &Ctx) -> Option<Finding> {
+    let drop = c.counter("TcpExt.TCPReqQFullDrop");
+    let cookies = c.counter("TcpExt.TCPReqQFullDoCookies") + c.counter("TcpExt.SyncookiesSent");
+    if drop + cookies < 10 {
+        return None;
+    }
+    let mut f = finding(
+        "syn-queue-overflow",
+        Kind::Bottleneck,
+        ramp((drop + cookies) as f64, 10.0, 1000.0),
+        "SYN queue overflow on the server's listen socket".into(),
+    );
+    f.evidence = vec![
+        fact("TcpExt.TCPReqQFullDrop", drop as f64, "SYNs"),
+        fact("SYN cookies sent", cookies as f64, "SYNs"),
+    ];
+    f.explanation = "Half-open connections filled the SYN queue (sized by the listen backlog and net.ipv4.tcp_max_syn_backlog): new SYNs were dropped, or answered with SYN cookies, which lose TCP options such as window scaling.".into();
+    f.fix = format!(
+        "raise net.ipv4.tcp_max_syn_backlog (now {}) and the listen backlog; keep net.ipv4.tcp_syncookies=1 (now {})",
+        c.sysctl("net.ipv4.tcp_max_syn_backlog").unwrap_or("?"),
+        c.sysctl("net.ipv4.tcp_syncookies").unwrap_or("?")
+    );
+    Some(f)
+}
+
+#[cfg(test)]
+mod tests {
+    use crate::diagnose::testutil::{fires, fixture, with_counters};
+
+    #[test]
+    fn near_miss_listen_overflows() {
+        let mut run = fixture("listen-backlog-before");
+        let ev = run.evidence.as_mut().unwrap();
+        // A few overflows (a restart, a burst) are not a pattern.
+        ev.window
+            .counters
+            .insert("TcpExt.ListenOverflows".into(), 5);
+        assert!(!fires(&run, "listen-queue-overflow"));
+        run.evidence
+            .as_mut()
+            .unwrap()
+            .window
+            .counters
+            .insert("TcpExt.ListenOverflows".into(), 500);
+        assert!(fires(&run, "listen-queue-overflow"));
+    }
+
+    #[test]
+    fn syn_queue_overflow() {
+        assert!(fires(
+            &with_counters(&[("TcpExt.TCPReqQFullDrop", 500)]),
+            "syn-queue-overflow"
+        ));
+        assert!(!fires(
+            &with_counters(&[("TcpExt.TCPReqQFullDrop", 5)]),
+            "syn-queue-overflow"
+        ));
+    }
+}

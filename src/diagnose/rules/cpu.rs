@@ -1,0 +1,263 @@
+//! CPU and scheduling: saturated or unbalanced workers, run-queue wait, the cost of new
+//! connections, softirq on one CPU.
+
+use super::{competitors, fact, finding, ramp, Ctx};
+use crate::run::{Finding, Kind};
+
+/// Server workers waiting to run: another process on their CPU (or the machine
+/// over-committed).
+pub(super) fn run_queue_delay(c: &Ctx) -> Option<Finding> {
+    let w = c.front_workers().into_iter().max_by(|a, b| {
+        a.run_delay_ms_per_s
+            .unwrap_or(0.0)
+            .total_cmp(&b.run_delay_ms_per_s.unwrap_or(0.0))
+    })?;
+    let delay = w.run_delay_ms_per_s?;
+    // 100 ms per second: the worker waited a tenth of its time for a CPU.
+    if delay < 100.0 {
+        return None;
+    }
+    let others = competitors(c, Some(w.last_cpu));
+    let kind = if others.is_empty() {
+        Kind::Warning
+    } else {
+        Kind::Bottleneck
+    };
+    let mut f = finding(
+        "run-queue-delay",
+        kind,
+        ramp(delay, 100.0, 500.0),
+        format!("{} worker {} waits for CPU {}", w.comm, w.pid, w.last_cpu),
+    );
+    f.evidence = vec![
+        fact("worker run-queue delay", delay, "ms/s"),
+        fact("worker CPU", w.cpu_pct, "%"),
+        fact(
+            "involuntary context switches",
+            w.nonvoluntary_ctxt_switches_per_s,
+            "/s",
+        ),
+    ];
+    f.explanation = if others.is_empty() {
+        "The worker was runnable but waiting for a CPU a large part of the time: on this machine the load generator, softirq work and the server share the CPUs, so every request waits in a run queue too.".into()
+    } else {
+        format!(
+            "The worker was runnable but waiting for its CPU while another process ran there: {}. Every request it handles waits too, which shows in p99 and max latency.",
+            others.join(", ")
+        )
+    };
+    f.fix = if others.is_empty() {
+        "give the server its own CPUs (`worker_cpu_affinity`, taskset the load generator elsewhere, or load from another machine)".into()
+    } else {
+        format!(
+            "move the other work off CPU {} (taskset), lower its priority (`nice`, `chrt --idle`), or pin the nginx workers elsewhere (`worker_cpu_affinity`)",
+            w.last_cpu
+        )
+    };
+    Some(f)
+}
+
+/// The server workers at ~100% of a core: the expected limit of a healthy server. A
+/// worker that runs or waits to run (run-queue delay) nearly all the time wants a full
+/// core too: it counts as saturated, with the wait named.
+pub(super) fn server_cpu_saturated(c: &Ctx) -> Option<Finding> {
+    let workers = c.front_workers();
+    let demand = |p: &crate::run::ProcRates| p.cpu_pct + p.run_delay_ms_per_s.unwrap_or(0.0) / 10.0;
+    let busiest = workers.iter().map(|p| demand(p)).fold(0.0, f64::max);
+    if workers.is_empty() || busiest < 90.0 {
+        return None;
+    }
+    let running = workers.iter().map(|p| p.cpu_pct).fold(0.0, f64::max);
+    let n = workers.len() as u32;
+    let cpus = c.cpus();
+    let comm = workers[0].comm.clone();
+    let mut f = finding(
+        "server-cpu-saturated",
+        Kind::Bottleneck,
+        ramp(busiest, 90.0, 99.0),
+        format!("{comm} workers at {busiest:.0}% of a core (running or waiting to run)"),
+    );
+    f.evidence = vec![
+        fact("busiest worker CPU", running, "%"),
+        fact(
+            "busiest worker CPU demand (running + run-queue wait)",
+            busiest,
+            "%",
+        ),
+        fact("workers", n as f64, "processes"),
+        fact("CPUs", cpus as f64, "CPUs"),
+    ];
+    let sys = workers.iter().map(|p| p.system_pct).fold(0.0, f64::max);
+    f.evidence.push(fact("busiest worker system CPU", sys, "%"));
+    f.explanation = format!(
+        "Each {comm} worker is one event loop on one core; at ~100% it cannot serve faster.{}",
+        if n < cpus {
+            format!(" There are fewer workers ({n}) than CPUs ({cpus}).")
+        } else {
+            String::new()
+        }
+    );
+    f.fix = if n < cpus {
+        format!("`worker_processes auto;` (now {n} worker{}{}) so every CPU serves; then profile where the CPU goes (`perf top -p PID`)", if n == 1 { "" } else { "s" }, c.now("worker_processes"))
+    } else {
+        "the CPU is the limit: profile where it goes (`perf top -p PID`): TLS, gzip, logging, syscalls; or add machines".into()
+    };
+    Some(f)
+}
+
+/// Workers very unevenly loaded (one shared accept queue without reuseport).
+pub(super) fn worker_imbalance(c: &Ctx) -> Option<Finding> {
+    let w = c.front_workers();
+    if w.len() < 2 {
+        return None;
+    }
+    let max = w.iter().map(|p| p.cpu_pct).fold(0.0, f64::max);
+    let min = w.iter().map(|p| p.cpu_pct).fold(f64::MAX, f64::min);
+    if max < 50.0 || max < 2.0 * min.max(1.0) {
+        return None;
+    }
+    let mut f = finding(
+        "worker-imbalance",
+        Kind::Warning,
+        ramp(max / min.max(1.0), 2.0, 10.0),
+        format!(
+            "{} workers unevenly loaded ({max:.0}% vs {min:.0}% CPU)",
+            w[0].comm
+        ),
+    );
+    f.evidence = vec![
+        fact("busiest worker CPU", max, "%"),
+        fact("idlest worker CPU", min, "%"),
+        fact("workers", w.len() as f64, "processes"),
+    ];
+    f.explanation = "All workers accept from one shared listen socket; whichever wakes first takes the connections, so a few workers do most of the work while others idle.".into();
+    f.fix =
+        "`listen ... reuseport;` gives each worker its own accept queue, balanced by the kernel"
+            .into();
+    Some(f)
+}
+
+/// Few requests per connection: connection set-up dominates. Counted on the client's
+/// side (responses per connection loadlens opened): the server's own PassiveOpens also
+/// count an upstream's accepts when both share a namespace.
+pub(super) fn new_connection_cost(c: &Ctx) -> Option<Finding> {
+    let opens = c.run.results.connections_opened;
+    let responses = c.responses().max(1);
+    let per_conn = responses as f64 / opens.max(1) as f64;
+    // ≤ 4 requests per connection (the study's browser-like range starts at 1, 4, 14).
+    if opens == 0 || per_conn > 4.0 {
+        return None;
+    }
+    let e = c.ev?;
+    let workers = c.front_workers().len();
+    let listeners = e.topology.listeners.len();
+    let reuseport = listeners > 1;
+    let kind = if workers > 1 && !reuseport {
+        Kind::Bottleneck
+    } else {
+        Kind::Info
+    };
+    let mut f = finding(
+        "new-connection-cost",
+        kind,
+        ramp(4.0 / per_conn, 1.0, 4.0),
+        format!("{per_conn:.1} requests per connection: connection set-up dominates"),
+    );
+    f.evidence = vec![
+        fact(
+            "connections opened by loadlens",
+            opens as f64,
+            "connections",
+        ),
+        fact("requests per connection", per_conn, "requests"),
+        fact("workers", workers as f64, "processes"),
+        fact("listen sockets on the port", listeners as f64, "sockets"),
+    ];
+    f.explanation = "Each new connection costs a handshake, an accept, socket set-up and teardown — more than serving a small response. With several workers on one shared listen socket they also contend for its accept queue.".into();
+    f.fix = if reuseport {
+        "keep connections alive longer (client keep-alive, `keepalive_requests`, `keepalive_timeout`); reuseport is already on".into()
+    } else {
+        "`listen ... reuseport;` (one accept queue per worker; the DragonFlyBSD study measured up to 3× with 1 request per connection) and keep-alive on the clients".into()
+    };
+    Some(f)
+}
+
+/// One CPU's softirq time saturating while others are idle (one RX queue, no RPS).
+pub(super) fn softirq_concentrated(c: &Ctx) -> Option<Finding> {
+    let cpus = &c.ev?.window.cpus;
+    let hot = cpus.iter().max_by(|a, b| a.softirq.total_cmp(&b.softirq))?;
+    let idle_elsewhere = cpus
+        .iter()
+        .filter(|x| x.cpu != hot.cpu)
+        .any(|x| x.idle >= 30.0 && x.softirq <= 10.0);
+    if hot.softirq < 40.0 || !idle_elsewhere {
+        return None;
+    }
+    let mut f = finding(
+        "softirq-concentrated",
+        Kind::Bottleneck,
+        ramp(hot.softirq, 40.0, 80.0),
+        format!("network softirq concentrated on CPU {}", hot.cpu),
+    );
+    f.evidence = vec![
+        fact("softirq share of the hot CPU", hot.softirq, "%"),
+        fact("hot CPU", hot.cpu as f64, "CPU"),
+    ];
+    f.explanation = "Packet processing (NET_RX softirq) runs on the CPU that takes the NIC's interrupt; with one queue or all interrupts on one CPU, that CPU saturates while the others idle.".into();
+    f.fix = "spread the work: more NIC queues (`ethtool -L`), IRQ affinity, or RPS (`/sys/class/net/IF/queues/rx-*/rps_cpus`)".into();
+    Some(f)
+}
+
+#[cfg(test)]
+mod tests {
+    use crate::diagnose::testutil::{fires, fixture};
+    use crate::run::Run;
+
+    #[test]
+    fn near_miss_run_queue_delay() {
+        let mut run = fixture("cpu-contention-before");
+        for p in run.evidence.as_mut().unwrap().window.processes.iter_mut() {
+            p.run_delay_ms_per_s = Some(90.0);
+        }
+        assert!(!fires(&run, "run-queue-delay"));
+    }
+
+    #[test]
+    fn worker_imbalance() {
+        let mut run = fixture("conn-per-request-before");
+        let set = |run: &mut Run, a: f64, b: f64| {
+            let ws: Vec<&mut crate::run::ProcRates> = run
+                .evidence
+                .as_mut()
+                .unwrap()
+                .window
+                .processes
+                .iter_mut()
+                .filter(|p| p.role == "worker")
+                .collect();
+            for (p, v) in ws.into_iter().zip([a, b]) {
+                p.cpu_pct = v;
+            }
+        };
+        set(&mut run, 90.0, 20.0);
+        assert!(fires(&run, "worker-imbalance"));
+        set(&mut run, 45.0, 40.0);
+        assert!(!fires(&run, "worker-imbalance"));
+    }
+
+    #[test]
+    fn softirq_concentrated() {
+        let mut run = fixture("healthy-before");
+        let set = |run: &mut Run, hot: f64| {
+            let cpus = &mut run.evidence.as_mut().unwrap().window.cpus;
+            cpus[0].softirq = hot;
+            cpus[0].idle = 0.0;
+            cpus[1].softirq = 3.0;
+            cpus[1].idle = 70.0;
+        };
+        set(&mut run, 65.0);
+        assert!(fires(&run, "softirq-concentrated"));
+        set(&mut run, 30.0);
+        assert!(!fires(&run, "softirq-concentrated"));
+    }
+}

@@ -1,0 +1,128 @@
+//! Local ports and TIME_WAIT: running out of ports to connect from, and the cost of finding
+//! one.
+
+use super::{fact, finding, ramp, Ctx};
+use crate::run::{Finding, Kind};
+
+/// Size of net.ipv4.ip_local_port_range.
+fn port_range(c: &Ctx) -> Option<(u64, String)> {
+    let s = c.sysctl("net.ipv4.ip_local_port_range")?;
+    let mut it = s.split_whitespace().filter_map(|x| x.parse::<u64>().ok());
+    let (lo, hi) = (it.next()?, it.next()?);
+    Some((hi.saturating_sub(lo) + 1, s.to_string()))
+}
+
+/// No local port left to connect from: loadlens's own EADDRNOTAVAIL connect errors, or
+/// a proxying server answering 502 with TIME_WAIT ≈ the whole local port range.
+pub(super) fn ephemeral_ports_exhausted(c: &Ctx) -> Option<Finding> {
+    let r = &c.run.results;
+    let own = r.connect_errors.get("EADDRNOTAVAIL").copied().unwrap_or(0);
+    let bad_gateway = r.status_codes.get(&502).copied().unwrap_or(0)
+        + r.status_codes.get(&504).copied().unwrap_or(0);
+    let tw = c.ev.map(|e| e.window.time_wait_max).unwrap_or(0);
+    let (range, range_s) = port_range(c).unwrap_or((28232, "?".into()));
+    let server_side =
+        bad_gateway as f64 >= 0.1 * r.responses.max(1) as f64 && tw as f64 >= 0.8 * range as f64;
+    if own == 0 && !server_side {
+        return None;
+    }
+    let conf = if server_side {
+        ramp(tw as f64 / range as f64, 0.8, 1.0).max(ramp(
+            bad_gateway as f64 / r.responses.max(1) as f64,
+            0.1,
+            0.5,
+        ))
+    } else {
+        ramp(own as f64, 1.0, 100.0)
+    };
+    let mut f = finding(
+        "ephemeral-ports-exhausted",
+        Kind::Bottleneck,
+        conf,
+        if server_side {
+            "the proxying server ran out of local ports to its upstream".into()
+        } else {
+            "loadlens ran out of local ports (EADDRNOTAVAIL)".into()
+        },
+    );
+    f.evidence = vec![
+        fact("502/504 responses", bad_gateway as f64, "responses"),
+        fact(
+            "loadlens connect errors EADDRNOTAVAIL",
+            own as f64,
+            "connects",
+        ),
+        fact("TIME_WAIT max", tw as f64, "sockets"),
+        fact("local port range size", range as f64, "ports"),
+    ];
+    f.explanation = "Every outgoing connection needs a local port, and a closed connection keeps its port in TIME_WAIT for 60 s; when all ports of net.ipv4.ip_local_port_range are taken, connect() fails with EADDRNOTAVAIL (nginx: \"connect() failed (99: Cannot assign requested address)\") and the proxy answers 502.".into();
+    f.fix = format!(
+        "reuse upstream connections (`keepalive 32;` in the upstream block{}, with `proxy_http_version 1.1; proxy_set_header Connection \"\";`), and widen net.ipv4.ip_local_port_range (now {range_s}), e.g. \"10000 65535\"",
+        c.now("keepalive")
+    );
+    Some(f)
+}
+
+/// A proxying server opening a connection per request, with TIME_WAIT piling up and
+/// tcp_tw_reuse off: connect() scans thousands of TIME_WAIT entries for a free port.
+pub(super) fn time_wait_connect_cost(c: &Ctx) -> Option<Finding> {
+    let active = c.upstream_opens();
+    let responses = c.responses().max(1);
+    let tw = c.ev?.window.time_wait_max;
+    let reuse = c.sysctl("net.ipv4.tcp_tw_reuse").unwrap_or("?");
+    // At least one upstream connection for every other response, and enough TIME_WAIT
+    // for the port search to cost.
+    if (active as f64) < 0.5 * responses as f64 || tw < 1000 || reuse == "1" {
+        return None;
+    }
+    let sys = c
+        .front_workers()
+        .iter()
+        .map(|p| p.system_pct)
+        .fold(0.0, f64::max);
+    let conf = ramp(tw as f64, 1000.0, 20000.0).max(if sys >= 70.0 { 0.85 } else { 0.0 });
+    let mut f = finding(
+        "time-wait-connect-cost",
+        Kind::Bottleneck,
+        conf,
+        "new upstream connection per request, TIME_WAIT piling up".into(),
+    );
+    f.evidence = vec![
+        fact("upstream connections opened", active as f64, "connections"),
+        fact("responses", responses as f64, "responses"),
+        fact("TIME_WAIT max", tw as f64, "sockets"),
+        fact("server worker system CPU", sys, "%"),
+    ];
+    f.explanation = format!(
+        "The server opened a new connection to its upstream for almost every request and closed it, leaving it in TIME_WAIT; with net.ipv4.tcp_tw_reuse={reuse}, each connect() searches past those entries for a free port (inet_hash_connect, __inet_check_established), so the worker's CPU goes to the kernel."
+    );
+    f.fix = format!(
+        "reuse upstream connections: `keepalive 32;`{} (and `keepalive_requests` high) in the upstream block with `proxy_http_version 1.1; proxy_set_header Connection \"\";` (FastCGI: `fastcgi_keep_conn on;`); or set net.ipv4.tcp_tw_reuse=1 (now {reuse})",
+        c.now("keepalive")
+    );
+    Some(f)
+}
+
+#[cfg(test)]
+mod tests {
+    use crate::diagnose::testutil::{fires, fixture};
+
+    #[test]
+    fn near_miss_time_wait_and_ports() {
+        let mut run = fixture("time-wait-before");
+        run.evidence.as_mut().unwrap().window.time_wait_max = 900;
+        assert!(!fires(&run, "time-wait-connect-cost"));
+        let mut run = fixture("time-wait-before");
+        run.evidence
+            .as_mut()
+            .unwrap()
+            .host
+            .sysctls
+            .insert("net.ipv4.tcp_tw_reuse".into(), "1".into());
+        assert!(!fires(&run, "time-wait-connect-cost"));
+        // 502s with TIME_WAIT well under the port range: not port exhaustion.
+        let mut run = fixture("ephemeral-ports-before");
+        run.evidence.as_mut().unwrap().window.time_wait_max = 30;
+        assert!(!fires(&run, "ephemeral-ports-exhausted"));
+    }
+}

@@ -1,0 +1,64 @@
+//! Event-loop stalls: a worker that stopped serving for a moment.
+
+use super::{fact, finding, ramp, Ctx};
+use crate::run::{Finding, Kind};
+
+/// Latency spikes that hit many connections at once while the server is not overloaded:
+/// the event loop stopped (a blocking call, a stopped process).
+pub(super) fn event_loop_stall(c: &Ctx) -> Option<Finding> {
+    let r = &c.run.results;
+    // Listen-queue drops and retransmissions also make slow requests; not a stall.
+    if c.counter("TcpExt.ListenOverflows") > 0 || r.errors.timeout > 0 {
+        return None;
+    }
+    let h = r.latency.decode().ok()?;
+    let p50 = h.value_at_quantile(0.5) as f64;
+    let p99 = h.value_at_quantile(0.99) as f64;
+    // A spike far outside the normal spread: ≥ 50 ms, ≥ 20× the median and ≥ 10× p99.
+    // (A busy server's slow tail — time-wait's expensive connects — is not a stall.)
+    let threshold = (20.0 * p50).max(10.0 * p99).max(50_000.0);
+    let slow: u64 = h
+        .iter_recorded()
+        .filter(|v| v.value_iterated_to() as f64 >= threshold)
+        .map(|v| v.count_since_last_iteration())
+        .sum();
+    let conns = c.run.spec.connections as f64;
+    // At least half the connections hit at once, yet a small share of all requests.
+    if (slow as f64) < 0.5 * conns || slow as f64 > 0.02 * h.len() as f64 {
+        return None;
+    }
+    let stalls = slow as f64 / conns;
+    let stopped =
+        c.ev.map(|e| {
+            e.samples
+                .iter()
+                .flat_map(|s| s.processes.iter())
+                .filter(|p| p.state == "T" || p.state == "D")
+                .count()
+        })
+        .unwrap_or(0);
+    let mut f = finding(
+        "event-loop-stall",
+        Kind::Bottleneck,
+        ramp(stalls, 0.5, 3.0).max(if stopped > 0 { 0.9 } else { 0.0 }),
+        format!(
+            "server event loop stalls: {slow} requests ≥ {:.0} ms at once",
+            threshold / 1e3
+        ),
+    );
+    f.evidence = vec![
+        fact("requests slower than threshold", slow as f64, "requests"),
+        fact("threshold", threshold / 1e3, "ms"),
+        fact("p50 latency", p50 / 1e3, "ms"),
+        fact("max latency", r.latency.max_us as f64 / 1e3, "ms"),
+        fact("connections", conns, "connections"),
+        fact(
+            "samples with a worker stopped or in disk wait",
+            stopped as f64,
+            "samples",
+        ),
+    ];
+    f.explanation = "Many connections were delayed by the same long pause while the median stayed fast: the worker's event loop stopped serving every connection it holds at once — a blocking call (log reopen, disk read), a stopped or throttled process.".into();
+    f.fix = "find what blocks the worker (`strace -T -p PID`, `perf trace`, off-CPU profile); buffer logs (`access_log ... buffer=64k flush=1s`), use `aio threads` for disk".into();
+    Some(f)
+}

@@ -1,0 +1,32 @@
+//! Helpers for the rules' tests: recorded lab Runs (`tests/data/runs/`, written by
+//! `loadlens lab run NAME --fix --json-dir tests/data/runs`) with one signal changed.
+
+use hdrhistogram::Histogram;
+
+use crate::run::Run;
+
+/// A Run recorded from the lab, e.g. `listen-backlog-before`.
+pub fn fixture(name: &str) -> Run {
+    let p = format!("{}/tests/data/runs/{name}.json", env!("CARGO_MANIFEST_DIR"));
+    Run::from_json(&std::fs::read_to_string(&p).unwrap_or_else(|e| panic!("{p}: {e}"))).unwrap()
+}
+
+/// Whether the diagnosis of `run` has a finding `id` (of any kind).
+pub fn fires(run: &Run, id: &str) -> bool {
+    super::diagnose(run).iter().any(|f| f.id == id)
+}
+
+/// The healthy Run with these window counters set.
+pub fn with_counters(kv: &[(&str, u64)]) -> Run {
+    let mut run = fixture("healthy-before");
+    let c = &mut run.evidence.as_mut().unwrap().window.counters;
+    for (k, v) in kv {
+        c.insert(k.to_string(), *v);
+    }
+    run
+}
+
+/// An empty latency histogram like the engine's (µs, up to 5 s, 3 significant figures).
+pub fn histogram() -> Histogram<u64> {
+    Histogram::new_with_bounds(1, 5_000_000, 3).unwrap()
+}
