@@ -8,6 +8,7 @@ pub mod cli;
 pub mod diagnose;
 pub mod engine;
 pub mod lab;
+pub mod pipeline;
 pub mod report;
 pub mod run;
 pub mod spec;

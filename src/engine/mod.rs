@@ -4,6 +4,7 @@
 //! the [`Progress`] callback the caller supplies).
 
 pub mod http;
+mod pace;
 pub mod stats;
 pub mod transport;
 pub mod worker;

@@ -19,6 +19,7 @@ use hdrhistogram::Histogram;
 use mio::{Events, Interest, Poll, Token};
 
 use super::http::{Complete, ResponseParser};
+use super::pace::PaceTimer;
 use super::stats::{latency_histogram, ErrorKind, ThreadStats, Tick};
 use super::transport::Transport;
 use crate::spec::RequestBytes;
@@ -194,7 +195,7 @@ impl<T: Transport> Worker<T> {
         // to 1 ms late and that lateness would count as latency. A timerfd wakes the
         // loop at the due time to the microsecond.
         let timer = match self.pace {
-            Some(_) => Some(PaceTimer::new(&lp.poll)?),
+            Some(_) => Some(PaceTimer::new(&lp.poll, Token(TIMER))?),
             None => None,
         };
         let mut armed: Option<Instant> = None;
@@ -281,64 +282,6 @@ impl<T: Transport> Worker<T> {
 
 /// The pacing timer's token (connections use their slot index).
 const TIMER: usize = usize::MAX;
-
-/// A timerfd in the poller, for open-loop pacing with sub-millisecond precision.
-struct PaceTimer(std::os::fd::OwnedFd);
-
-impl PaceTimer {
-    fn new(poll: &Poll) -> io::Result<PaceTimer> {
-        use std::os::fd::{AsRawFd, FromRawFd};
-        // SAFETY: timerfd_create returns a new fd or -1; we own it from here.
-        let fd = unsafe {
-            libc::timerfd_create(
-                libc::CLOCK_MONOTONIC,
-                libc::TFD_NONBLOCK | libc::TFD_CLOEXEC,
-            )
-        };
-        if fd < 0 {
-            return Err(io::Error::last_os_error());
-        }
-        let owned = unsafe { std::os::fd::OwnedFd::from_raw_fd(fd) };
-        poll.registry().register(
-            &mut mio::unix::SourceFd(&owned.as_raw_fd()),
-            Token(TIMER),
-            Interest::READABLE,
-        )?;
-        Ok(PaceTimer(owned))
-    }
-
-    /// Fires once after `after` (at least 1 µs: a zero value would disarm it).
-    fn arm(&self, after: Duration) -> io::Result<()> {
-        use std::os::fd::AsRawFd;
-        let after = after.max(Duration::from_micros(1));
-        let spec = libc::itimerspec {
-            it_interval: libc::timespec {
-                tv_sec: 0,
-                tv_nsec: 0,
-            },
-            it_value: libc::timespec {
-                tv_sec: after.as_secs() as libc::time_t,
-                tv_nsec: after.subsec_nanos() as libc::c_long,
-            },
-        };
-        // SAFETY: a valid timerfd and a fully initialised itimerspec.
-        if unsafe { libc::timerfd_settime(self.0.as_raw_fd(), 0, &spec, std::ptr::null_mut()) } != 0
-        {
-            return Err(io::Error::last_os_error());
-        }
-        Ok(())
-    }
-
-    /// Reads the expiry count so the (edge-triggered) fd can fire again.
-    fn clear(&self) {
-        use std::os::fd::AsRawFd;
-        let mut n = 0u64;
-        // SAFETY: reading 8 bytes into a u64 we own.
-        unsafe {
-            libc::read(self.0.as_raw_fd(), (&mut n as *mut u64).cast(), 8);
-        }
-    }
-}
 
 /// The second in which the interval ending at `tick_end` began.
 fn second_of(start: Instant, tick_end: Instant) -> u64 {

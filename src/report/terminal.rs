@@ -140,7 +140,7 @@ pub fn render(run: &Run, latency: bool) -> String {
     }
     // Without the watch only client-side findings can exist; say nothing when none did.
     if run.evidence.is_some() || !run.findings.is_empty() {
-        o.push_str(&super::during::findings(&run.findings));
+        o.push_str(&super::findings::render(&run.findings));
     }
     let c = &run.client;
     if c.saturated {

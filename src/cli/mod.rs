@@ -1,24 +1,26 @@
 //! The command line: flags → [`Spec`], then the pipeline, then the views.
 //! Flags follow wrk's where wrk has them.
 
+mod progress;
+
 use std::io::{IsTerminal, Write};
 use std::path::PathBuf;
 use std::process::ExitCode;
 use std::sync::atomic::AtomicBool;
 use std::sync::Arc;
-use std::time::{Duration, SystemTime, UNIX_EPOCH};
+use std::time::Duration;
 
 use anyhow::Context;
 use clap::{Args, Parser, Subcommand};
 
-use crate::engine::{self, Progress};
 use crate::lab;
-use crate::report;
-use crate::run::{Run, SCHEMA_VERSION};
+use crate::pipeline;
+use crate::report::{self, Dest, Json, Output, Text};
+use crate::run::Run;
 use crate::spec::Spec;
 use crate::units::{parse_count, parse_duration};
 use crate::watch::discover::Hints;
-use crate::watch::{Watch, WatchSpec};
+use crate::watch::WatchSpec;
 
 #[derive(Parser, Debug)]
 #[command(
@@ -232,14 +234,17 @@ fn cmd_run(a: RunArgs) -> anyhow::Result<ExitCode> {
     if a.sample < Duration::from_millis(100) {
         anyhow::bail!("--sample must be at least 100ms");
     }
-    // Fail before the load, not after it, when the output cannot be written.
-    if let Some(path) = a.json.as_deref().filter(|p| *p != "-") {
-        std::fs::OpenOptions::new()
-            .create(true)
-            .truncate(false)
-            .write(true)
-            .open(path)
-            .with_context(|| format!("cannot write the JSON output {path}"))?;
+    // The views, chosen by flag; fail before the load, not after it, when an output
+    // cannot be written.
+    let json = a.json.as_deref().map(Dest::parse);
+    if let Some(d) = &json {
+        d.check("JSON")?;
+    }
+    let text = !a.quiet && json != Some(Dest::Stdout);
+    let mut outputs: Vec<Output<Run>> = Vec::new();
+    outputs.extend(json.map(|d| Output::new(Json, d)));
+    if text {
+        outputs.push(Output::new(Text { latency: a.latency }, Dest::Stdout));
     }
 
     let stop = Arc::new(AtomicBool::new(false));
@@ -248,50 +253,25 @@ fn cmd_run(a: RunArgs) -> anyhow::Result<ExitCode> {
         signal_hook::flag::register_conditional_shutdown(sig, 130, stop.clone())?;
         signal_hook::flag::register(sig, stop.clone())?;
     }
-    let json_to_stdout = a.json.as_deref() == Some("-");
-    let text = !a.quiet && !json_to_stdout;
-    let mut progress = LiveLine::new(text && std::io::stderr().is_terminal(), &spec);
-    let started_unix_s = SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .map(|d| d.as_secs_f64())
-        .unwrap_or(0.0);
-    let watch = (!a.no_watch).then(|| {
-        Watch::start(WatchSpec {
+    let mut progress = progress::LiveLine::new(text && std::io::stderr().is_terminal(), &spec);
+    let job = pipeline::Job {
+        spec: &spec,
+        target: &target,
+        addr,
+        body: &body,
+        watch: (!a.no_watch).then(|| WatchSpec {
             interval: a.sample,
             target: addr,
             hints: Hints {
                 pids: a.server_pids.clone(),
                 names: a.server_names.clone(),
             },
-        })
-    });
-    let outcome = engine::run(&spec, &target, addr, &body, stop, &mut progress);
-    let evidence = watch.map(Watch::finish);
-    let outcome = outcome?;
-    progress.finish();
-
-    let run = Run {
-        schema_version: SCHEMA_VERSION,
-        tool: format!("loadlens {}", env!("CARGO_PKG_VERSION")),
-        started_unix_s,
-        spec,
-        target_addr: addr.to_string(),
-        results: outcome.results,
-        client: outcome.client,
-        evidence,
-        warnings: Vec::new(),
-        findings: Vec::new(),
+        }),
     };
-    let mut run = run;
-    run.findings = crate::diagnose::diagnose(&run);
-    if let Some(path) = &a.json {
-        report::write_json(&run, path)?;
-    }
-    if text {
-        let mut out = std::io::stdout().lock();
-        out.write_all(report::terminal::render(&run, a.latency).as_bytes())?;
-        out.flush()?;
-    }
+    let run = pipeline::measure(job, stop, &mut progress);
+    progress.finish();
+    let run = run?;
+    report::write_all(&run, &outputs)?;
     Ok(ExitCode::SUCCESS)
 }
 
@@ -343,60 +323,9 @@ fn cmd_report(a: ReportArgs) -> anyhow::Result<ExitCode> {
     let text = std::fs::read_to_string(&a.file)
         .with_context(|| format!("cannot read {}", a.file.display()))?;
     let run = Run::from_json(&text).with_context(|| format!("{}", a.file.display()))?;
-    let mut out = std::io::stdout().lock();
-    out.write_all(report::terminal::render(&run, a.latency).as_bytes())?;
-    out.flush()?;
+    report::write_all(
+        &run,
+        &[Output::new(Text { latency: a.latency }, Dest::Stdout)],
+    )?;
     Ok(ExitCode::SUCCESS)
-}
-
-/// The live status line on stderr (only when stderr is a terminal); cleared at the end.
-struct LiveLine {
-    bar: Option<indicatif::ProgressBar>,
-    total: Option<Duration>,
-    requests: Option<u64>,
-}
-
-impl LiveLine {
-    fn new(enabled: bool, spec: &Spec) -> LiveLine {
-        let bar = enabled.then(|| {
-            let b = indicatif::ProgressBar::with_draw_target(
-                None,
-                indicatif::ProgressDrawTarget::stderr_with_hz(4),
-            );
-            b.set_style(
-                indicatif::ProgressStyle::with_template("{spinner} {msg}").expect("valid template"),
-            );
-            b
-        });
-        LiveLine {
-            bar,
-            total: spec.duration_s.map(Duration::from_secs_f64),
-            requests: spec.requests,
-        }
-    }
-    fn finish(&mut self) {
-        if let Some(b) = self.bar.take() {
-            b.finish_and_clear();
-        }
-    }
-}
-
-impl Progress for LiveLine {
-    fn update(&mut self, elapsed: Duration, responses: u64, errors: u64) {
-        let Some(b) = &self.bar else { return };
-        let of = match (self.total, self.requests) {
-            (Some(t), _) => format!(" / {:.0}s", t.as_secs_f64()),
-            _ => String::new(),
-        };
-        let n = match self.requests {
-            Some(n) => format!("{responses} / {n}"),
-            None => responses.to_string(),
-        };
-        let rate = responses as f64 / elapsed.as_secs_f64().max(1e-3);
-        b.set_message(format!(
-            "{:.1}s{of}  {n} responses  {rate:.0} req/s  {errors} errors",
-            elapsed.as_secs_f64()
-        ));
-        b.tick();
-    }
 }

@@ -1,0 +1,65 @@
+//! Open-loop pacing (`-R`): a timerfd in the worker's poller wakes the loop when the
+//! next scheduled request is due, with sub-millisecond precision and no busy wait.
+
+use std::io;
+use std::time::Duration;
+
+use mio::{Interest, Poll, Token};
+
+/// A timerfd in the poller, for open-loop pacing with sub-millisecond precision.
+pub(super) struct PaceTimer(std::os::fd::OwnedFd);
+
+impl PaceTimer {
+    pub(super) fn new(poll: &Poll, token: Token) -> io::Result<PaceTimer> {
+        use std::os::fd::{AsRawFd, FromRawFd};
+        // SAFETY: timerfd_create returns a new fd or -1; we own it from here.
+        let fd = unsafe {
+            libc::timerfd_create(
+                libc::CLOCK_MONOTONIC,
+                libc::TFD_NONBLOCK | libc::TFD_CLOEXEC,
+            )
+        };
+        if fd < 0 {
+            return Err(io::Error::last_os_error());
+        }
+        let owned = unsafe { std::os::fd::OwnedFd::from_raw_fd(fd) };
+        poll.registry().register(
+            &mut mio::unix::SourceFd(&owned.as_raw_fd()),
+            token,
+            Interest::READABLE,
+        )?;
+        Ok(PaceTimer(owned))
+    }
+
+    /// Fires once after `after` (at least 1 µs: a zero value would disarm it).
+    pub(super) fn arm(&self, after: Duration) -> io::Result<()> {
+        use std::os::fd::AsRawFd;
+        let after = after.max(Duration::from_micros(1));
+        let spec = libc::itimerspec {
+            it_interval: libc::timespec {
+                tv_sec: 0,
+                tv_nsec: 0,
+            },
+            it_value: libc::timespec {
+                tv_sec: after.as_secs() as libc::time_t,
+                tv_nsec: after.subsec_nanos() as libc::c_long,
+            },
+        };
+        // SAFETY: a valid timerfd and a fully initialised itimerspec.
+        if unsafe { libc::timerfd_settime(self.0.as_raw_fd(), 0, &spec, std::ptr::null_mut()) } != 0
+        {
+            return Err(io::Error::last_os_error());
+        }
+        Ok(())
+    }
+
+    /// Reads the expiry count so the (edge-triggered) fd can fire again.
+    pub(super) fn clear(&self) {
+        use std::os::fd::AsRawFd;
+        let mut n = 0u64;
+        // SAFETY: reading 8 bytes into a u64 we own.
+        unsafe {
+            libc::read(self.0.as_raw_fd(), (&mut n as *mut u64).cast(), 8);
+        }
+    }
+}

@@ -1,0 +1,59 @@
+//! One load, measured and diagnosed: the watch starts (discovery, the `before`
+//! snapshot), the engine drives the load, the watch takes its `after` snapshot, and the
+//! Run they fill is diagnosed. Nothing here prints: the caller chooses the views.
+//!
+//! The command line, and later repeats, sweeps and segments, all run loads through
+//! [`measure`], so every Run is made the same way.
+
+use std::net::SocketAddr;
+use std::sync::atomic::AtomicBool;
+use std::sync::Arc;
+use std::time::{SystemTime, UNIX_EPOCH};
+
+use crate::engine::{self, Progress};
+use crate::run::{Run, SCHEMA_VERSION};
+use crate::spec::{Spec, Target};
+use crate::watch::{Watch, WatchSpec};
+
+/// A load to run: what was asked, validated, with its target resolved and probed.
+pub struct Job<'a> {
+    pub spec: &'a Spec,
+    pub target: &'a Target,
+    /// The address that accepted the probe.
+    pub addr: SocketAddr,
+    pub body: &'a [u8],
+    /// How to watch the machine; `None` = `--no-watch`.
+    pub watch: Option<WatchSpec>,
+}
+
+/// Runs the load with the watch around it and returns the diagnosed Run. `stop` ends
+/// the load early (Ctrl-C); the Run still holds what was measured.
+pub fn measure(
+    job: Job,
+    stop: Arc<AtomicBool>,
+    progress: &mut dyn Progress,
+) -> anyhow::Result<Run> {
+    let started_unix_s = SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map(|d| d.as_secs_f64())
+        .unwrap_or(0.0);
+    let watch = job.watch.map(Watch::start);
+    let outcome = engine::run(job.spec, job.target, job.addr, job.body, stop, progress);
+    // The watch ends even when the load failed, so its thread never outlives the run.
+    let evidence = watch.map(Watch::finish);
+    let outcome = outcome?;
+    let mut run = Run {
+        schema_version: SCHEMA_VERSION,
+        tool: format!("loadlens {}", env!("CARGO_PKG_VERSION")),
+        started_unix_s,
+        spec: job.spec.clone(),
+        target_addr: job.addr.to_string(),
+        results: outcome.results,
+        client: outcome.client,
+        evidence,
+        warnings: Vec::new(),
+        findings: Vec::new(),
+    };
+    run.findings = crate::diagnose::diagnose(&run);
+    Ok(run)
+}
