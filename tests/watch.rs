@@ -186,3 +186,55 @@ fn listen_overflows_counted_in_the_servers_namespace() {
     // alone levels off below it (seen here: 6-8) while ACKs overflow.
     assert!(q["max_queue"].as_u64().unwrap() >= 5, "{q}");
 }
+
+/// A client pinned to one CPU records the machine's online CPUs, not its own affinity,
+/// and where the server's workers may run (nginx `worker_cpu_affinity`).
+#[test]
+fn pinned_client_records_the_machines_cpus_and_the_servers() {
+    let online = std::fs::read_to_string("/sys/devices/system/cpu/online").unwrap();
+    let online: Vec<u32> = online
+        .trim()
+        .split(',')
+        .flat_map(|r| {
+            let (a, b) = r.split_once('-').unwrap_or((r, r));
+            a.parse::<u32>().unwrap()..=b.parse::<u32>().unwrap()
+        })
+        .collect();
+    assert!(online.len() >= 2, "needs 2 CPUs: {online:?}");
+    let last = *online.last().unwrap();
+    // nginx's mask: rightmost bit is CPU 0; pin the worker to the last online CPU.
+    let mask = format!("1{}", "0".repeat(last as usize));
+    let ng = Nginx::start_opts(
+        None,
+        "127.0.0.1",
+        &format!("worker_cpu_affinity {mask};"),
+        "",
+        "",
+        "",
+    );
+    let out = std::process::Command::new("taskset")
+        .args([
+            "-c",
+            "0",
+            env!("CARGO_BIN_EXE_loadlens"),
+            "run",
+            "-n",
+            "500",
+            "-c",
+            "2",
+        ])
+        .arg(ng.url("/1k.txt"))
+        .args(["--json", "-"])
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let run: Value = serde_json::from_slice(&out.stdout).unwrap();
+    let host = &run["evidence"]["host"];
+    assert_eq!(host["cpus"], online.len(), "{host}");
+    assert_eq!(host["loadgen_cpus"], serde_json::json!([0]), "{host}");
+    assert_eq!(host["server_cpus"], serde_json::json!([last]), "{host}");
+}

@@ -171,9 +171,16 @@ impl<'a> Ctx<'a> {
         }
     }
 
-    /// The number of CPUs.
-    pub fn cpus(&self) -> u32 {
-        self.ev.map(|e| e.host.cpus).unwrap_or(1).max(1)
+    /// The CPUs the server may use: its workers' affinity where known, else every
+    /// online CPU.
+    pub fn server_cpus(&self) -> u32 {
+        self.ev
+            .map(|e| match e.host.server_cpus.len() {
+                0 => e.host.cpus,
+                n => n as u32,
+            })
+            .unwrap_or(1)
+            .max(1)
     }
 }
 

@@ -11,7 +11,7 @@ use std::collections::BinaryHeap;
 use std::io;
 use std::net::SocketAddr;
 use std::sync::atomic::{AtomicBool, AtomicI64, Ordering};
-use std::sync::mpsc::Sender;
+use std::sync::mpsc::{Receiver, Sender};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -68,6 +68,10 @@ pub struct Worker<T: Transport> {
     pub budget: Arc<Budget>,
     pub stop: Arc<AtomicBool>,
     pub ticks: Sender<Tick>,
+    /// Histograms the engine has merged and hands back for the next tick, so a tick
+    /// moves its histogram out instead of cloning it (no allocation per second once
+    /// the pool is warm).
+    pub spares: Receiver<Histogram<u64>>,
     /// Responses and errors so far, published once per event batch for the live
     /// progress line (a relaxed store, not a per-request write).
     pub live: Arc<LiveCount>,
@@ -568,6 +572,10 @@ impl<T: Transport> Loop<'_, T> {
 
     /// Reports the interval that began in `second` (counted from the start of the load).
     fn tick(&mut self, second: u64, last: bool) {
+        let fresh = match self.w.spares.try_recv() {
+            Ok(h) => h,
+            Err(_) => Histogram::new_from(&self.interval),
+        };
         // The receiver is gone only if the engine is unwinding; nothing to report then.
         let _ = self.w.ticks.send(Tick {
             thread: self.w.id,
@@ -575,10 +583,9 @@ impl<T: Transport> Loop<'_, T> {
             responses: self.interval_responses,
             errors: self.interval_errors,
             bytes_read: self.interval_bytes,
-            latency: self.interval.clone(),
+            latency: std::mem::replace(&mut self.interval, fresh),
             last,
         });
-        self.interval.reset();
         self.interval_responses = 0;
         self.interval_errors = 0;
         self.interval_bytes = 0;

@@ -38,6 +38,10 @@ pub struct HostFacts {
     pub cpus: u32,
     /// CPUs loadlens may run on (its affinity mask).
     pub loadgen_cpus: Vec<u32>,
+    /// CPUs the watched server processes may run on (the union of their affinity,
+    /// /proc/PID/status `Cpus_allowed_list`); empty when unknown (nothing watched).
+    #[serde(default)]
+    pub server_cpus: Vec<u32>,
     /// Sysctl name (dotted, `net.core.somaxconn`) → value, from the server's network
     /// namespace for per-namespace ones.
     pub sysctls: BTreeMap<String, String>,

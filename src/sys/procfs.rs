@@ -400,6 +400,29 @@ pub fn parse_limits_nofile(text: &str) -> Option<u64> {
         .ok()
 }
 
+/// A kernel CPU list (`0-3,8,10-11`, as in `/sys/devices/system/cpu/online` and the
+/// `Cpus_allowed_list` line of /proc/PID/status) → the CPU numbers, ascending.
+pub fn parse_cpu_list(text: &str) -> Vec<u32> {
+    let mut out = Vec::new();
+    for part in text.trim().split(',').filter(|p| !p.is_empty()) {
+        let (lo, hi) = part.split_once('-').unwrap_or((part, part));
+        if let (Ok(lo), Ok(hi)) = (lo.trim().parse::<u32>(), hi.trim().parse::<u32>()) {
+            out.extend(lo..=hi.min(lo + 65_535));
+        }
+    }
+    out.sort_unstable();
+    out.dedup();
+    out
+}
+
+/// The `Cpus_allowed_list` of a /proc/PID/status text: the CPUs the process may run on.
+pub fn parse_cpus_allowed(status: &str) -> Option<Vec<u32>> {
+    status
+        .lines()
+        .find_map(|l| l.strip_prefix("Cpus_allowed_list:"))
+        .map(parse_cpu_list)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -505,6 +528,15 @@ mod tests {
             Some((9.53, 38919261))
         );
         assert_eq!(parse_loadavg(&data("host-proc-loadavg")), Some((1.69, 3)));
+    }
+
+    #[test]
+    fn cpu_lists() {
+        assert_eq!(parse_cpu_list("0-3,8,10-11\n"), [0, 1, 2, 3, 8, 10, 11]);
+        assert_eq!(parse_cpu_list("0"), [0]);
+        assert_eq!(parse_cpu_list(""), Vec::<u32>::new());
+        let status = data("host-proc-nginx-worker-status");
+        assert_eq!(parse_cpus_allowed(&status), Some(vec![0, 1]));
     }
 
     #[test]

@@ -5,6 +5,7 @@ use std::collections::BTreeMap;
 
 use crate::run::HostFacts;
 use crate::sys::cgroup::cgroup_cpu_max;
+use crate::sys::procfs::{parse_cpu_list, parse_cpus_allowed};
 
 use super::snapshot::Reader;
 
@@ -28,6 +29,24 @@ const SYSCTLS: &[&str] = &[
 ];
 
 impl Reader {
+    /// The CPUs the watched server's workers may run on (the union of their affinity
+    /// masks; every watched process when none is a worker: an idle master's mask says
+    /// nothing about where the serving happens), empty when none could be read.
+    fn server_cpus(&self) -> Vec<u32> {
+        let workers = self.procs.iter().any(|p| p.role == "worker");
+        let mut cpus: Vec<u32> = self
+            .procs
+            .iter()
+            .filter(|p| !workers || p.role == "worker")
+            .filter_map(|p| std::fs::read_to_string(format!("/proc/{}/status", p.pid)).ok())
+            .filter_map(|t| parse_cpus_allowed(&t))
+            .flatten()
+            .collect();
+        cpus.sort_unstable();
+        cpus.dedup();
+        cpus
+    }
+
     pub(super) fn host_facts(&mut self) -> HostFacts {
         let sys = self.sys_root();
         let mut sysctls = BTreeMap::new();
@@ -45,17 +64,26 @@ impl Reader {
             kernel: std::fs::read_to_string("/proc/sys/kernel/osrelease")
                 .map(|s| s.trim().to_string())
                 .unwrap_or_default(),
-            cpus: std::thread::available_parallelism()
-                .map(|n| n.get() as u32)
-                .unwrap_or(1)
-                .max(affinity.len() as u32),
+            cpus: online_cpus().max(affinity.len() as u32),
             loadgen_cpus: affinity,
+            server_cpus: self.server_cpus(),
             sysctls,
             link_speed_mbps: self.speeds.clone(),
             cgroup_cpu_max: cgroup_cpu_max(),
             qdisc_rate_bytes_per_s: BTreeMap::new(),
         }
     }
+}
+
+/// CPUs online on the machine, whatever loadlens's own affinity or cgroup (which
+/// `available_parallelism` reflects: a client pinned to one CPU would record 1).
+fn online_cpus() -> u32 {
+    std::fs::read_to_string("/sys/devices/system/cpu/online")
+        .map(|t| parse_cpu_list(&t).len() as u32)
+        .ok()
+        .filter(|&n| n > 0)
+        // SAFETY: sysconf has no memory arguments.
+        .unwrap_or_else(|| unsafe { libc::sysconf(libc::_SC_NPROCESSORS_ONLN) }.max(1) as u32)
 }
 
 /// CPUs this process may run on (sched_getaffinity).

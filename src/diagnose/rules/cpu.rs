@@ -69,7 +69,7 @@ pub(super) fn server_cpu_saturated(c: &Ctx) -> Option<Finding> {
     }
     let running = workers.iter().map(|p| p.cpu_pct).fold(0.0, f64::max);
     let n = workers.len() as u32;
-    let cpus = c.cpus();
+    let cpus = c.server_cpus();
     let comm = workers[0].comm.clone();
     let mut f = finding(
         "server-cpu-saturated",
@@ -85,7 +85,7 @@ pub(super) fn server_cpu_saturated(c: &Ctx) -> Option<Finding> {
             "%",
         ),
         fact("workers", n as f64, "processes"),
-        fact("CPUs", cpus as f64, "CPUs"),
+        fact("CPUs the server may use", cpus as f64, "CPUs"),
     ];
     let sys = workers.iter().map(|p| p.system_pct).fold(0.0, f64::max);
     f.evidence.push(fact("busiest worker system CPU", sys, "%"));
