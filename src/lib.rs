@@ -5,6 +5,7 @@
 //! (drive the load) → [`run`] (the one artifact) → [`report`] (views of it).
 
 pub mod cli;
+pub mod compare;
 pub mod diagnose;
 pub mod engine;
 pub mod lab;
@@ -12,6 +13,7 @@ pub mod pipeline;
 pub mod report;
 pub mod run;
 pub mod spec;
+pub mod stats;
 pub mod sys;
 pub mod units;
 pub mod watch;

@@ -6,12 +6,12 @@
 //! [`measure`], so every Run is made the same way.
 
 use std::net::SocketAddr;
-use std::sync::atomic::AtomicBool;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
-use std::time::{SystemTime, UNIX_EPOCH};
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use crate::engine::{self, Progress};
-use crate::run::{Run, SCHEMA_VERSION};
+use crate::run::{LoadResults, Repetition, Run, SCHEMA_VERSION};
 use crate::spec::{Spec, Target};
 use crate::watch::{Watch, WatchSpec};
 
@@ -29,7 +29,7 @@ pub struct Job<'a> {
 /// Runs the load with the watch around it and returns the diagnosed Run. `stop` ends
 /// the load early (Ctrl-C); the Run still holds what was measured.
 pub fn measure(
-    job: Job,
+    job: &Job,
     stop: Arc<AtomicBool>,
     progress: &mut dyn Progress,
 ) -> anyhow::Result<Run> {
@@ -37,7 +37,7 @@ pub fn measure(
         .duration_since(UNIX_EPOCH)
         .map(|d| d.as_secs_f64())
         .unwrap_or(0.0);
-    let watch = job.watch.map(Watch::start);
+    let watch = job.watch.clone().map(Watch::start);
     let outcome = engine::run(job.spec, job.target, job.addr, job.body, stop, progress);
     // The watch ends even when the load failed, so its thread never outlives the run.
     let evidence = watch.map(Watch::finish);
@@ -53,7 +53,65 @@ pub fn measure(
         evidence,
         warnings: Vec::new(),
         findings: Vec::new(),
+        repetitions: Vec::new(),
     };
     run.findings = crate::diagnose::diagnose(&run);
     Ok(run)
+}
+
+/// Runs the same load `times` times, `pause` apart, and returns one Run holding every
+/// repetition (see [`Run::repetitions`]). A stop (Ctrl-C) ends the current repetition
+/// and skips the rest. `each` is called before each repetition with its index.
+pub fn measure_repeated(
+    job: &Job,
+    times: u32,
+    pause: Duration,
+    stop: Arc<AtomicBool>,
+    progress: &mut dyn Progress,
+    each: &mut dyn FnMut(u32),
+) -> anyhow::Result<Run> {
+    let mut runs: Vec<Run> = Vec::new();
+    for i in 0..times.max(1) {
+        if i > 0 {
+            // Let TIME_WAIT, queues and caches settle the same way before each one.
+            let until = Instant::now() + pause;
+            while Instant::now() < until && !stop.load(Ordering::Relaxed) {
+                std::thread::sleep(Duration::from_millis(50).min(pause));
+            }
+        }
+        if i > 0 && stop.load(Ordering::Relaxed) {
+            break;
+        }
+        each(i);
+        runs.push(measure(job, stop.clone(), progress)?);
+    }
+    if runs.len() == 1 && times <= 1 {
+        return Ok(runs.remove(0));
+    }
+    let results = LoadResults::concat(&runs.iter().map(|r| &r.results).collect::<Vec<_>>())?
+        .expect("at least one repetition ran");
+    let findings = crate::diagnose::combine(
+        &runs
+            .iter()
+            .map(|r| r.findings.as_slice())
+            .collect::<Vec<_>>(),
+    );
+    let last = runs.last().expect("at least one repetition ran");
+    Ok(Run {
+        results,
+        client: last.client.clone(),
+        evidence: last.evidence.clone(),
+        findings,
+        repetitions: runs
+            .iter()
+            .map(|r| Repetition {
+                started_unix_s: r.started_unix_s,
+                results: r.results.clone(),
+                client: r.client.clone(),
+                evidence: r.evidence.clone(),
+                findings: r.findings.clone(),
+            })
+            .collect(),
+        ..runs[0].clone()
+    })
 }

@@ -22,7 +22,8 @@ impl LiveLine {
                 indicatif::ProgressDrawTarget::stderr_with_hz(4),
             );
             b.set_style(
-                indicatif::ProgressStyle::with_template("{spinner} {msg}").expect("valid template"),
+                indicatif::ProgressStyle::with_template("{spinner} {prefix}{msg}")
+                    .expect("valid template"),
             );
             b
         });
@@ -32,6 +33,11 @@ impl LiveLine {
             requests: spec.requests,
         }
     }
+    /// The bar itself (shared), e.g. to name the repetition in its prefix.
+    pub fn bar(&self) -> Option<indicatif::ProgressBar> {
+        self.bar.clone()
+    }
+
     pub fn finish(&mut self) {
         if let Some(b) = self.bar.take() {
             b.finish_and_clear();

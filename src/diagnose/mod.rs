@@ -40,6 +40,13 @@ pub fn diagnose(run: &Run) -> Vec<Finding> {
                 .push_str(" (The load generator set the pace of this run: server-side conclusions are limited.)");
         }
     }
+    rank(&mut found);
+    found
+}
+
+/// Orders findings as the report shows them: a client that set the pace first, then
+/// bottlenecks, warnings, info, each by confidence.
+pub fn rank(found: &mut [Finding]) {
     found.sort_by(|a, b| {
         let client_first =
             |f: &Finding| !(f.id == "client-saturated" && f.kind == Kind::Bottleneck);
@@ -47,7 +54,35 @@ pub fn diagnose(run: &Run) -> Vec<Finding> {
             .cmp(&(client_first(b), b.kind))
             .then(b.confidence.total_cmp(&a.confidence))
     });
-    found
+}
+
+/// The findings of several repetitions of one load as one list: each id once, as
+/// strongly as any repetition found it, with a note where the repetitions disagree.
+pub fn combine(per_repetition: &[&[Finding]]) -> Vec<Finding> {
+    let n = per_repetition.len();
+    let mut best: Vec<(Finding, usize)> = Vec::new();
+    for f in per_repetition.iter().flat_map(|fs| fs.iter()) {
+        match best.iter_mut().find(|(b, _)| b.id == f.id) {
+            Some((b, count)) => {
+                *count += 1;
+                if (f.kind, -f.confidence) < (b.kind, -b.confidence) {
+                    *b = f.clone();
+                }
+            }
+            None => best.push((f.clone(), 1)),
+        }
+    }
+    let mut out: Vec<Finding> = best
+        .into_iter()
+        .map(|(mut f, count)| {
+            if count < n {
+                f.title = format!("{} (in {count} of {n} repetitions)", f.title);
+            }
+            f
+        })
+        .collect();
+    rank(&mut out);
+    out
 }
 
 /// Maps `x` from `lo` (confidence 0.5) to `hi` (0.95), clamped: how far past the

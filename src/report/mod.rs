@@ -10,8 +10,10 @@
 //! did), [`findings`] (the ranked findings), [`Json`] (the Run itself: the one artifact
 //! every other view can be rendered from again, by `loadlens report`).
 
+pub mod compare;
 pub mod during;
 pub mod findings;
+pub mod repeat;
 pub mod terminal;
 
 use std::io::Write;

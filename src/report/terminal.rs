@@ -135,6 +135,7 @@ pub fn render(run: &Run, latency: bool) -> String {
     }
     let _ = writeln!(o, "Requests/sec: {:>10.2}", r.requests_per_s);
     let _ = writeln!(o, "Transfer/sec: {:>10}", fmt_bytes(r.bytes_per_s));
+    o.push_str(&super::repeat::render(run));
     if let Some(e) = &run.evidence {
         o.push_str(&super::during::render(e));
     }

@@ -166,6 +166,11 @@ impl LatencySummary {
         }
     }
 
+    /// The value at percentile `p` (one of [`PERCENTILES`]), µs.
+    pub fn at(&self, p: f64) -> Option<u64> {
+        self.percentiles.iter().find(|x| x.p == p).map(|x| x.us)
+    }
+
     /// Decodes the stored histogram (e.g. to merge runs or compute other percentiles).
     pub fn decode(&self) -> anyhow::Result<Histogram<u64>> {
         decode_histogram(&self.histogram)
@@ -212,6 +217,97 @@ pub fn decode_histogram(s: &str) -> anyhow::Result<Histogram<u64>> {
         .deserialize(&mut bytes.as_slice())
         .map_err(|e| anyhow::anyhow!("histogram cannot be decoded: {e:?}"))
 }
+
+/// A headline number of a load: its value in a Run (or a repetition) and its
+/// per-second series. What the repetitions block and `compare` show.
+pub struct LoadMetric {
+    pub name: &'static str,
+    /// `req/s`, `us` (a latency) or `count`.
+    pub unit: &'static str,
+    pub higher_is_better: bool,
+    pub value: fn(&LoadResults) -> Option<f64>,
+    /// The number second by second, from the timeline (empty where the timeline does
+    /// not have it).
+    pub per_second: fn(&LoadResults) -> Vec<f64>,
+}
+
+fn no_series(_: &LoadResults) -> Vec<f64> {
+    Vec::new()
+}
+
+/// Full seconds only: the last, partial one would bias a rate.
+fn full_seconds(r: &LoadResults) -> impl Iterator<Item = &Second> {
+    r.timeline.iter().filter(|s| s.duration_s >= 0.999)
+}
+
+pub const LOAD_METRICS: &[LoadMetric] = &[
+    LoadMetric {
+        name: "requests/s",
+        unit: "req/s",
+        higher_is_better: true,
+        value: |r| Some(r.requests_per_s),
+        per_second: |r| full_seconds(r).map(|s| s.responses as f64).collect(),
+    },
+    LoadMetric {
+        name: "latency p50",
+        unit: "us",
+        higher_is_better: false,
+        value: |r| r.latency.at(50.0).map(|v| v as f64),
+        per_second: |r| {
+            full_seconds(r)
+                .filter(|s| s.responses > 0)
+                .map(|s| s.p50_us as f64)
+                .collect()
+        },
+    },
+    LoadMetric {
+        name: "latency p90",
+        unit: "us",
+        higher_is_better: false,
+        value: |r| r.latency.at(90.0).map(|v| v as f64),
+        per_second: no_series,
+    },
+    LoadMetric {
+        name: "latency p99",
+        unit: "us",
+        higher_is_better: false,
+        value: |r| r.latency.at(99.0).map(|v| v as f64),
+        per_second: |r| {
+            full_seconds(r)
+                .filter(|s| s.responses > 0)
+                .map(|s| s.p99_us as f64)
+                .collect()
+        },
+    },
+    LoadMetric {
+        name: "latency p99.9",
+        unit: "us",
+        higher_is_better: false,
+        value: |r| r.latency.at(99.9).map(|v| v as f64),
+        per_second: no_series,
+    },
+    LoadMetric {
+        name: "latency max",
+        unit: "us",
+        higher_is_better: false,
+        value: |r| Some(r.latency.max_us as f64),
+        per_second: no_series,
+    },
+    LoadMetric {
+        name: "errors",
+        unit: "count",
+        higher_is_better: false,
+        value: |r| Some(r.errors.total() as f64),
+        per_second: |r| full_seconds(r).map(|s| s.errors as f64).collect(),
+    },
+    LoadMetric {
+        name: "non-2xx/3xx",
+        unit: "count",
+        higher_is_better: false,
+        value: |r| Some(r.non_2xx_3xx as f64),
+        per_second: no_series,
+    },
+];
 
 #[cfg(test)]
 mod tests {

@@ -13,9 +13,11 @@
 //! a field does not change it).
 
 mod client;
+mod compare;
 mod evidence;
 mod finding;
 mod load;
+mod repeat;
 mod topology;
 
 use anyhow::Context;
@@ -24,15 +26,19 @@ use serde::{Deserialize, Serialize};
 use crate::spec::Spec;
 
 pub use client::{ClientCheck, ThreadCpu};
+pub use compare::{
+    Change, CompareRow, ComparedRun, Comparison, Verdict, COMPARISON_SCHEMA_VERSION,
+};
 pub use evidence::{
     Conntrack, CpuPct, Evidence, HostFacts, IfaceRate, OtherProcess, ProcRates, QueueGauge,
     QueueMax, Sample, Window,
 };
 pub use finding::{Fact, Finding, Kind};
 pub use load::{
-    decode_histogram, encode_histogram, ErrorCounts, LatencySummary, LoadResults, Percentile,
-    Second, Spread, PERCENTILES,
+    decode_histogram, encode_histogram, ErrorCounts, LatencySummary, LoadMetric, LoadResults,
+    Percentile, Second, Spread, LOAD_METRICS, PERCENTILES,
 };
+pub use repeat::Repetition;
 pub use topology::{Listener, NginxConfig, ServerProcess, Topology};
 
 /// Version of the JSON layout below.
@@ -64,6 +70,12 @@ pub struct Run {
     /// `loadlens explain ID`).
     #[serde(default)]
     pub findings: Vec<Finding>,
+    /// `--repeat N`: each repetition whole, in order. Then `results` holds the totals
+    /// over all of them (histograms merged), `client` and `evidence` are the last
+    /// repetition's, and `findings` are those of any repetition, each noting in how many
+    /// it was found. Empty for a single run.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub repetitions: Vec<Repetition>,
 }
 
 impl Run {

@@ -1,0 +1,66 @@
+//! `loadlens compare A.json B.json …`: saved Runs side by side with verdicts.
+
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+use anyhow::Context;
+use clap::Args;
+
+use crate::compare::{compare, slower_than};
+use crate::report::compare::CompareText;
+use crate::report::{self, Dest, Json, Output};
+use crate::run::{Comparison, Run};
+
+#[derive(Args, Debug)]
+#[command(after_long_help = crate::compare::METHOD)]
+pub struct CompareArgs {
+    /// Runs written by `loadlens run --json FILE`; the first is the baseline.
+    #[arg(required = true, num_args = 2.., value_name = "RUN.json")]
+    files: Vec<PathBuf>,
+    /// Also write the comparison as JSON to FILE (`-` = stdout, which silences the text).
+    #[arg(long, value_name = "FILE")]
+    json: Option<String>,
+    /// Exit 1 when a later run is significantly slower than the first by more than PCT
+    /// percent: fewer requests/s, or a higher p99 (for CI).
+    #[arg(long, value_name = "PCT")]
+    fail_if_slower: Option<f64>,
+}
+
+/// Reads a saved Run, naming the file in every error.
+pub fn read_run(path: &PathBuf) -> anyhow::Result<Run> {
+    let text =
+        std::fs::read_to_string(path).with_context(|| format!("cannot read {}", path.display()))?;
+    Run::from_json(&text).with_context(|| format!("{}", path.display()))
+}
+
+pub fn cmd(a: CompareArgs) -> anyhow::Result<ExitCode> {
+    if let Some(p) = a.fail_if_slower {
+        if !(p.is_finite() && p >= 0.0) {
+            anyhow::bail!("--fail-if-slower takes a percentage ≥ 0, e.g. 5");
+        }
+    }
+    let json = a.json.as_deref().map(Dest::parse);
+    if let Some(d) = &json {
+        d.check("JSON")?;
+    }
+    let mut runs = Vec::new();
+    for f in &a.files {
+        runs.push((f.display().to_string(), read_run(f)?));
+    }
+    let c = compare(&runs);
+    let mut outputs: Vec<Output<Comparison>> = Vec::new();
+    let text = json != Some(Dest::Stdout);
+    outputs.extend(json.map(|d| Output::new(Json, d)));
+    if text {
+        outputs.push(Output::new(CompareText, Dest::Stdout));
+    }
+    report::write_all(&c, &outputs)?;
+    if let Some(pct) = a.fail_if_slower {
+        let slower = slower_than(&c, pct);
+        if !slower.is_empty() {
+            eprintln!("slower by more than {pct}%: {}", slower.join("; "));
+            return Ok(ExitCode::from(1));
+        }
+    }
+    Ok(ExitCode::SUCCESS)
+}

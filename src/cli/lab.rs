@@ -1,0 +1,77 @@
+//! `loadlens lab`: list, run (with the before/after table) and shell.
+
+use std::io::Write;
+use std::path::PathBuf;
+use std::process::ExitCode;
+use std::time::Duration;
+
+use clap::{Args, Subcommand};
+
+use crate::lab;
+use crate::units::parse_duration;
+
+#[derive(Subcommand, Debug)]
+pub enum LabCommand {
+    /// List the scenarios.
+    List,
+    /// Build a scenario's world, load it, and with --fix show before/after.
+    Run(LabRunArgs),
+    /// Build a scenario's world and open a shell in its client namespace.
+    Shell {
+        /// Scenario name (see `loadlens lab list`).
+        name: String,
+        /// Show the ip/tc/sysctl commands that build the world.
+        #[arg(short = 'v', long)]
+        verbose: bool,
+    },
+}
+
+#[derive(Args, Debug)]
+pub struct LabRunArgs {
+    /// Scenario name (see `loadlens lab list`).
+    name: String,
+    /// Apply the fix and run again: before/after table.
+    #[arg(long)]
+    fix: bool,
+    /// Length of each load run.
+    #[arg(short = 'd', long, value_parser = parse_duration, default_value = "5s")]
+    duration: Duration,
+    /// Keep the world after each run until Enter is pressed.
+    #[arg(long)]
+    keep: bool,
+    /// Show the ip/tc/sysctl commands that build the world.
+    #[arg(short = 'v', long)]
+    verbose: bool,
+    /// Save each Run as DIR/<scenario>-before.json and -after.json.
+    #[arg(long, value_name = "DIR")]
+    json_dir: Option<PathBuf>,
+    /// Print only the before/after table, not each run's report.
+    #[arg(short = 'q', long)]
+    quiet: bool,
+}
+
+pub fn cmd(c: LabCommand) -> anyhow::Result<ExitCode> {
+    let mut out = std::io::stdout().lock();
+    match c {
+        LabCommand::List => out.write_all(lab::list().as_bytes())?,
+        LabCommand::Shell { name, verbose } => lab::shell(&name, verbose)?,
+        LabCommand::Run(a) => {
+            let opts = lab::LabOptions {
+                fix: a.fix,
+                duration: a.duration,
+                keep: a.keep,
+                verbose: a.verbose,
+                json_dir: a.json_dir,
+                show_runs: !a.quiet,
+            };
+            let sc = lab::find(&a.name)?;
+            out.write_all(lab::header(&sc, &opts).as_bytes())?;
+            out.flush()?;
+            let r = lab::run(&a.name, &opts)?;
+            out.write_all(b"\n")?;
+            out.write_all(lab::table(&sc, &r).as_bytes())?;
+        }
+    }
+    out.flush()?;
+    Ok(ExitCode::SUCCESS)
+}
