@@ -4,6 +4,7 @@
 
 mod compare;
 mod lab;
+mod load;
 mod progress;
 mod run;
 

@@ -1,24 +1,18 @@
 //! `loadlens run`: flags → Spec, the load (repeated if asked), the views.
 
 use std::io::IsTerminal;
-use std::path::PathBuf;
 use std::process::ExitCode;
-use std::sync::atomic::AtomicBool;
-use std::sync::Arc;
 use std::time::Duration;
 
-use anyhow::Context;
 use clap::Args;
 
+use super::load::{stop_on_signals, LoadFlags, Shape};
 use super::progress::LiveLine;
 use super::{available_cpus, parse_u32};
 use crate::pipeline;
 use crate::report::{self, Dest, Json, Output, Text};
 use crate::run::Run;
-use crate::spec::Spec;
 use crate::units::{parse_count, parse_duration};
-use crate::watch::discover::Hints;
-use crate::watch::WatchSpec;
 
 #[derive(Args, Debug)]
 pub struct RunArgs {
@@ -44,21 +38,6 @@ pub struct RunArgs {
     /// is measured from each request's scheduled time (corrected for coordinated omission).
     #[arg(short = 'R', long, value_parser = parse_count)]
     rate: Option<u64>,
-    /// Add a request header, e.g. -H 'Accept-Encoding: gzip' (repeatable).
-    #[arg(short = 'H', long = "header")]
-    headers: Vec<String>,
-    /// HTTP method.
-    #[arg(short = 'm', long, default_value = "GET")]
-    method: String,
-    /// Request body.
-    #[arg(long, conflicts_with = "body_file")]
-    body: Option<String>,
-    /// Read the request body from a file.
-    #[arg(long)]
-    body_file: Option<PathBuf>,
-    /// Per-request timeout; a request unanswered after it counts as a timeout.
-    #[arg(long, value_parser = parse_duration, default_value = "2s")]
-    timeout: Duration,
     /// Print the latency percentiles, status codes and connection details.
     #[arg(long)]
     latency: bool,
@@ -75,31 +54,12 @@ pub struct RunArgs {
     /// Pause between repetitions.
     #[arg(long, value_parser = parse_duration, default_value = "2s")]
     pause: Duration,
-    /// Do not verify the server's TLS certificate.
-    #[arg(short = 'k', long)]
-    insecure: bool,
-    /// Do not watch the machine (CPU, network, TCP counters, server processes).
-    #[arg(long)]
-    no_watch: bool,
-    /// Sampling interval of the watch, e.g. 1s, 100ms.
-    #[arg(long = "sample", value_parser = parse_duration, default_value = "1s")]
-    sample: Duration,
-    /// The server's process id (repeatable); its children are watched too. Needed when
-    /// the server runs in another network namespace.
-    #[arg(long = "server-pid")]
-    server_pids: Vec<i32>,
-    /// Watch the processes with this command name (repeatable), e.g. nginx, php-fpm8.2.
-    #[arg(long = "server-name")]
-    server_names: Vec<String>,
+    #[command(flatten)]
+    load: LoadFlags,
 }
 
 pub fn cmd(a: RunArgs) -> anyhow::Result<ExitCode> {
-    let body = match (&a.body, &a.body_file) {
-        (Some(b), _) => b.clone().into_bytes(),
-        (None, Some(p)) => std::fs::read(p)
-            .with_context(|| format!("cannot read the body file {}", p.display()))?,
-        (None, None) => Vec::new(),
-    };
+    let body = a.load.body()?;
     let threads = a
         .threads
         .unwrap_or_else(|| available_cpus().min(a.connections.max(1)));
@@ -108,26 +68,20 @@ pub fn cmd(a: RunArgs) -> anyhow::Result<ExitCode> {
         (None, Some(_)) => None,
         (None, None) => Some(Duration::from_secs(10)),
     };
-    let spec = Spec {
-        url: a.url.clone(),
-        connections: a.connections,
-        threads,
-        duration_s: duration.map(|d| d.as_secs_f64()),
-        requests: a.requests,
-        connreqs: a.connreqs,
-        rate: a.rate.map(|r| r as f64),
-        method: a.method.to_ascii_uppercase(),
-        headers: a.headers.clone(),
-        body_bytes: body.len(),
-        timeout_s: a.timeout.as_secs_f64(),
-        insecure: a.insecure,
-    };
-    spec.check_flags()?;
+    let spec = a.load.spec(
+        Shape {
+            url: a.url.clone(),
+            connections: a.connections,
+            threads,
+            duration,
+            requests: a.requests,
+            connreqs: a.connreqs,
+            rate: a.rate.map(|r| r as f64),
+        },
+        body.len(),
+    )?;
     let target = spec.target()?;
     let addr = target.probe(spec.timeout())?;
-    if a.sample < Duration::from_millis(100) {
-        anyhow::bail!("--sample must be at least 100ms");
-    }
     // The views, chosen by flag; fail before the load, not after it, when an output
     // cannot be written.
     let json = a.json.as_deref().map(Dest::parse);
@@ -141,26 +95,14 @@ pub fn cmd(a: RunArgs) -> anyhow::Result<ExitCode> {
         outputs.push(Output::new(Text { latency: a.latency }, Dest::Stdout));
     }
 
-    let stop = Arc::new(AtomicBool::new(false));
-    // First Ctrl-C ends the run early and still reports; a second one kills.
-    for sig in [signal_hook::consts::SIGINT, signal_hook::consts::SIGTERM] {
-        signal_hook::flag::register_conditional_shutdown(sig, 130, stop.clone())?;
-        signal_hook::flag::register(sig, stop.clone())?;
-    }
+    let stop = stop_on_signals()?;
     let mut progress = LiveLine::new(text && std::io::stderr().is_terminal(), &spec);
     let job = pipeline::Job {
         spec: &spec,
         target: &target,
         addr,
         body: &body,
-        watch: (!a.no_watch).then(|| WatchSpec {
-            interval: a.sample,
-            target: addr,
-            hints: Hints {
-                pids: a.server_pids.clone(),
-                names: a.server_names.clone(),
-            },
-        }),
+        watch: a.load.watch(addr),
     };
     let bar = progress.bar();
     let repeat = a.repeat;

@@ -1,0 +1,120 @@
+//! Flags shared by every command that sends load (`run`, `sweep`): the request, its
+//! timeout and TLS, the watch; and what they do before a load starts (read the body,
+//! catch Ctrl-C).
+
+use std::path::PathBuf;
+use std::sync::atomic::AtomicBool;
+use std::sync::Arc;
+use std::time::Duration;
+
+use anyhow::Context;
+use clap::Args;
+
+use crate::spec::Spec;
+use crate::units::parse_duration;
+use crate::watch::discover::Hints;
+use crate::watch::WatchSpec;
+
+#[derive(Args, Debug, Clone)]
+pub struct LoadFlags {
+    /// Add a request header, e.g. -H 'Accept-Encoding: gzip' (repeatable).
+    #[arg(short = 'H', long = "header")]
+    pub headers: Vec<String>,
+    /// HTTP method.
+    #[arg(short = 'm', long, default_value = "GET")]
+    pub method: String,
+    /// Request body.
+    #[arg(long, conflicts_with = "body_file")]
+    pub body: Option<String>,
+    /// Read the request body from a file.
+    #[arg(long)]
+    pub body_file: Option<PathBuf>,
+    /// Per-request timeout; a request unanswered after it counts as a timeout.
+    #[arg(long, value_parser = parse_duration, default_value = "2s")]
+    pub timeout: Duration,
+    /// Do not verify the server's TLS certificate.
+    #[arg(short = 'k', long)]
+    pub insecure: bool,
+    /// Do not watch the machine (CPU, network, TCP counters, server processes).
+    #[arg(long)]
+    pub no_watch: bool,
+    /// Sampling interval of the watch, e.g. 1s, 100ms.
+    #[arg(long = "sample", value_parser = parse_duration, default_value = "1s")]
+    pub sample: Duration,
+    /// The server's process id (repeatable); its children are watched too. Needed when
+    /// the server runs in another network namespace.
+    #[arg(long = "server-pid")]
+    pub server_pids: Vec<i32>,
+    /// Watch the processes with this command name (repeatable), e.g. nginx, php-fpm8.2.
+    #[arg(long = "server-name")]
+    pub server_names: Vec<String>,
+}
+
+/// The shape of one load, as the command asked for it.
+pub struct Shape {
+    pub url: String,
+    pub connections: u32,
+    pub threads: u32,
+    pub duration: Option<Duration>,
+    pub requests: Option<u64>,
+    pub connreqs: Option<u32>,
+    pub rate: Option<f64>,
+}
+
+impl LoadFlags {
+    /// The request body, read once.
+    pub fn body(&self) -> anyhow::Result<Vec<u8>> {
+        Ok(match (&self.body, &self.body_file) {
+            (Some(b), _) => b.clone().into_bytes(),
+            (None, Some(p)) => std::fs::read(p)
+                .with_context(|| format!("cannot read the body file {}", p.display()))?,
+            (None, None) => Vec::new(),
+        })
+    }
+
+    /// The spec of a load of this shape with these flags, checked.
+    pub fn spec(&self, shape: Shape, body_bytes: usize) -> anyhow::Result<Spec> {
+        let spec = Spec {
+            url: shape.url,
+            connections: shape.connections,
+            threads: shape.threads,
+            duration_s: shape.duration.map(|d| d.as_secs_f64()),
+            requests: shape.requests,
+            connreqs: shape.connreqs,
+            rate: shape.rate,
+            method: self.method.to_ascii_uppercase(),
+            headers: self.headers.clone(),
+            body_bytes,
+            timeout_s: self.timeout.as_secs_f64(),
+            insecure: self.insecure,
+        };
+        spec.check_flags()?;
+        if self.sample < Duration::from_millis(100) {
+            anyhow::bail!("--sample must be at least 100ms");
+        }
+        Ok(spec)
+    }
+
+    /// How to watch a server at `target`; `None` with `--no-watch`.
+    pub fn watch(&self, target: std::net::SocketAddr) -> Option<WatchSpec> {
+        (!self.no_watch).then(|| WatchSpec {
+            interval: self.sample,
+            target,
+            hints: Hints {
+                pids: self.server_pids.clone(),
+                names: self.server_names.clone(),
+            },
+        })
+    }
+}
+
+/// A flag raised by the first Ctrl-C or SIGTERM (the load ends early and still
+/// reports); a second one kills.
+pub fn stop_on_signals() -> anyhow::Result<Arc<AtomicBool>> {
+    let stop = Arc::new(AtomicBool::new(false));
+    for sig in [signal_hook::consts::SIGINT, signal_hook::consts::SIGTERM] {
+        signal_hook::flag::register_conditional_shutdown(sig, 130, stop.clone())?;
+        signal_hook::flag::register(sig, stop.clone())?;
+    }
+    Ok(stop)
+}
