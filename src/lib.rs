@@ -14,6 +14,7 @@ pub mod report;
 pub mod run;
 pub mod spec;
 pub mod stats;
+pub mod sweep;
 pub mod sys;
 pub mod units;
 pub mod watch;

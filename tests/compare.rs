@@ -10,7 +10,7 @@ mod common;
 use std::path::{Path, PathBuf};
 use std::process::Output;
 
-use common::{loadlens, Nginx};
+use common::{assert_valid, loadlens, Nginx};
 use serde_json::Value;
 
 /// Each connection: 5 responses in 1.48 s at 120k/s (0.27 s each: the 6th would end
@@ -56,6 +56,7 @@ fn compare(args: &[&Path], extra: &[&str]) -> (Output, Value) {
         .output()
         .unwrap();
     let v = serde_json::from_str(&std::fs::read_to_string(&json).unwrap()).unwrap();
+    assert_valid("comparison", &v);
     (out, v)
 }
 
@@ -87,6 +88,7 @@ fn repeated_runs_compare_significant_only_when_the_server_changed() {
         .collect();
     assert_eq!(per, [20; 5], "4 connections × 5 responses each");
     assert_eq!(ra["results"]["responses"], 100);
+    assert_valid("run", &ra);
 
     // The same configuration twice: not significant.
     let (out, c) = compare(&[&a, &b], &[]);

@@ -13,17 +13,29 @@ fn schema() -> serde_json::Value {
 }
 
 #[test]
-fn committed_schema_is_current() {
-    let path = concat!(env!("CARGO_MANIFEST_DIR"), "/docs/run.schema.json");
-    let text = serde_json::to_string_pretty(&schema()).unwrap() + "\n";
-    if std::env::var_os("UPDATE_SCHEMA").is_some() {
-        std::fs::write(path, &text).unwrap();
+fn committed_schemas_are_current() {
+    for (name, schema) in [
+        ("run", schema()),
+        (
+            "comparison",
+            serde_json::to_value(schemars::schema_for!(loadlens::run::Comparison)).unwrap(),
+        ),
+        (
+            "sweep",
+            serde_json::to_value(schemars::schema_for!(loadlens::run::Sweep)).unwrap(),
+        ),
+    ] {
+        let path = format!("{}/docs/{name}.schema.json", env!("CARGO_MANIFEST_DIR"));
+        let text = serde_json::to_string_pretty(&schema).unwrap() + "\n";
+        if std::env::var_os("UPDATE_SCHEMA").is_some() {
+            std::fs::write(&path, &text).unwrap();
+        }
+        let committed = std::fs::read_to_string(&path).unwrap_or_default();
+        assert!(
+            committed == text,
+            "docs/{name}.schema.json is out of date: run `UPDATE_SCHEMA=1 cargo test --test schema`"
+        );
     }
-    let committed = std::fs::read_to_string(path).unwrap_or_default();
-    assert!(
-        committed == text,
-        "docs/run.schema.json is out of date: run `UPDATE_SCHEMA=1 cargo test --test schema`"
-    );
 }
 
 fn validate(v: &serde_json::Value, what: &str) {

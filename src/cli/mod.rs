@@ -7,6 +7,7 @@ mod lab;
 mod load;
 mod progress;
 mod run;
+mod sweep;
 
 use std::io::Write;
 use std::path::PathBuf;
@@ -36,6 +37,10 @@ enum Command {
     /// Compare saved Runs: the numbers side by side, each change with a verdict
     /// (significant / not significant / not enough data).
     Compare(compare::CompareArgs),
+    /// A study in one command: the cross product of comma-separated values (-c, -t,
+    /// --connreqs, -R, URLs) as a table; or, with --ceiling --slo, the highest rate
+    /// that meets a latency objective.
+    Sweep(Box<sweep::SweepArgs>),
     /// Render a Run saved with `--json` again.
     Report(ReportArgs),
     /// The long explanation of a finding id (mechanism, how to confirm, fixes, sources).
@@ -71,6 +76,7 @@ pub fn main() -> anyhow::Result<ExitCode> {
         Command::Report(a) => cmd_report(a),
         Command::Lab(c) => lab::cmd(c),
         Command::Compare(a) => compare::cmd(a),
+        Command::Sweep(a) => sweep::cmd(*a),
         Command::Explain { id } => cmd_explain(&id),
     };
     match res {

@@ -14,6 +14,7 @@ pub mod compare;
 pub mod during;
 pub mod findings;
 pub mod repeat;
+pub mod sweep;
 pub mod terminal;
 
 use std::io::Write;

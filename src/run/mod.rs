@@ -18,6 +18,7 @@ mod evidence;
 mod finding;
 mod load;
 mod repeat;
+mod sweep;
 mod topology;
 
 use anyhow::Context;
@@ -39,6 +40,7 @@ pub use load::{
     Percentile, Second, Spread, LOAD_METRICS, PERCENTILES,
 };
 pub use repeat::Repetition;
+pub use sweep::{Ceiling, Cell, Dim, Step, Sweep, SWEEP_SCHEMA_VERSION};
 pub use topology::{Listener, NginxConfig, ServerProcess, Topology};
 
 /// Version of the JSON layout below.

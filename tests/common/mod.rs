@@ -369,3 +369,112 @@ pub fn run_json_in(ns: &str, args: &[&str]) -> Value {
     cmd.args(["netns", "exec", ns, env!("CARGO_BIN_EXE_loadlens"), "run"]);
     json_of(cmd, args)
 }
+
+/// php-fpm (Debian's) on a unix socket in a temp dir, with a static pool of `children`
+/// and a script `app.php` that sleeps `sleep_ms`: its capacity is children ÷ sleep by
+/// construction, whatever the machine's CPU is doing (the script does not compute).
+pub struct PhpFpm {
+    child: Child,
+    dir: tempfile::TempDir,
+}
+
+impl PhpFpm {
+    pub fn start(children: u32, sleep_ms: u32) -> PhpFpm {
+        let bin = std::fs::read_dir("/usr/sbin")
+            .unwrap()
+            .filter_map(|e| e.ok())
+            .map(|e| e.path())
+            .find(|p| {
+                p.file_name()
+                    .is_some_and(|n| n.to_string_lossy().starts_with("php-fpm"))
+            })
+            .expect("php-fpm must be installed (make test does it)");
+        let dir = tempfile::Builder::new()
+            .prefix("loadlens-test-php")
+            .tempdir()
+            .unwrap();
+        let d = dir.path();
+        set_mode(d, 0o755);
+        std::fs::write(
+            d.join("app.php"),
+            format!("<?php\nusleep({});\necho \"ok\\n\";\n", sleep_ms * 1000),
+        )
+        .unwrap();
+        set_mode(&d.join("app.php"), 0o644);
+        let conf = format!(
+            "[global]\npid = {d}/php-fpm.pid\nerror_log = {d}/error.log\ndaemonize = no\n\n\
+             [app]\nuser = nobody\ngroup = nogroup\nlisten = {d}/php.sock\nlisten.mode = 0666\n\
+             listen.backlog = 4096\npm = static\npm.max_children = {children}\n",
+            d = d.display()
+        );
+        std::fs::write(d.join("php-fpm.conf"), conf).unwrap();
+        let mut cmd = Command::new(bin);
+        cmd.args(["-n", "-F", "-y"])
+            .arg(d.join("php-fpm.conf"))
+            .stdout(Stdio::null())
+            .stderr(Stdio::null());
+        unsafe {
+            cmd.pre_exec(|| {
+                libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGTERM);
+                Ok(())
+            });
+        }
+        let child = cmd.spawn().unwrap();
+        let t0 = Instant::now();
+        while !d.join("php.sock").exists() {
+            assert!(
+                t0.elapsed() < Duration::from_secs(10),
+                "php-fpm did not start"
+            );
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        PhpFpm { child, dir }
+    }
+
+    pub fn pid(&self) -> i32 {
+        self.child.id() as i32
+    }
+
+    /// The nginx `location` that passes `/app.php` to this pool.
+    pub fn location(&self) -> String {
+        let d = self.dir.path().display();
+        format!(
+            "location = /app.php {{ fastcgi_pass unix:{d}/php.sock; \
+             fastcgi_param SCRIPT_FILENAME {d}/app.php; fastcgi_param REQUEST_METHOD $request_method; }}"
+        )
+    }
+
+    pub fn error_log(&self) -> String {
+        std::fs::read_to_string(self.dir.path().join("error.log")).unwrap_or_default()
+    }
+}
+
+impl Drop for PhpFpm {
+    fn drop(&mut self) {
+        unsafe {
+            libc::kill(self.child.id() as i32, libc::SIGTERM);
+        }
+        let t0 = Instant::now();
+        while t0.elapsed() < Duration::from_secs(5) {
+            if let Ok(Some(_)) = self.child.try_wait() {
+                return;
+            }
+            std::thread::sleep(Duration::from_millis(10));
+        }
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// Asserts that `v` validates against `docs/NAME.schema.json` (run, comparison, sweep).
+pub fn assert_valid(name: &str, v: &Value) {
+    let path = format!("{}/docs/{name}.schema.json", env!("CARGO_MANIFEST_DIR"));
+    let schema: Value = serde_json::from_str(&std::fs::read_to_string(path).unwrap()).unwrap();
+    let validator = jsonschema::validator_for(&schema).expect("a valid schema");
+    let errors: Vec<String> = validator
+        .iter_errors(v)
+        .map(|e| format!("{} at {}", e, e.instance_path()))
+        .take(5)
+        .collect();
+    assert!(errors.is_empty(), "{name}: {errors:?}");
+}

@@ -1,0 +1,247 @@
+//! `loadlens sweep`: a study in one command — a grid of loads (comma-separated values
+//! per flag, the cross product run cell by cell) or, with `--ceiling --slo`, the
+//! highest open-loop rate that meets a latency objective.
+
+use std::io::IsTerminal;
+use std::process::ExitCode;
+use std::sync::atomic::Ordering;
+use std::time::Duration;
+
+use clap::Args;
+
+use super::load::{stop_on_signals, LoadFlags, Shape};
+use super::{available_cpus, parse_u32};
+use crate::engine::Silent;
+use crate::pipeline;
+use crate::report::sweep::{SweepCsv, SweepText};
+use crate::report::{self, Dest, Json, Output};
+use crate::run::{Run, Sweep, SWEEP_SCHEMA_VERSION};
+use crate::spec::Spec;
+use crate::sweep::ceiling::{self, Search, Slo};
+use crate::sweep::{run_grid, Grid};
+use crate::units::{parse_count, parse_duration};
+
+#[derive(Args, Debug)]
+pub struct SweepArgs {
+    /// The URLs to load; several (comma-separated or repeated) make one dimension of
+    /// the study, e.g. objects of different sizes.
+    #[arg(required = true, value_delimiter = ',', value_name = "URL")]
+    urls: Vec<String>,
+    /// Connections, e.g. 10,50,100.
+    #[arg(short = 'c', long, value_delimiter = ',', value_parser = parse_u32, default_value = "10")]
+    connections: Vec<u32>,
+    /// Worker threads, e.g. 1,2 [default: CPUs available to this process].
+    #[arg(short = 't', long, value_delimiter = ',', value_parser = parse_u32)]
+    threads: Vec<u32>,
+    /// Requests per connection, e.g. 1,4,14,keep-alive [default: keep-alive].
+    #[arg(long, value_delimiter = ',', value_parser = parse_connreqs)]
+    connreqs: Vec<Option<u32>>,
+    /// Open-loop rates, requests/s over all connections, e.g. 1k,2k,4k [default:
+    /// closed loop]. With --ceiling the rates are searched instead.
+    #[arg(short = 'R', long, value_delimiter = ',', value_parser = parse_count)]
+    rate: Vec<u64>,
+    /// Length of each cell's load.
+    #[arg(short = 'd', long, value_parser = parse_duration, default_value = "5s")]
+    duration: Duration,
+    /// Repeat each cell N times (the cell's Run holds every repetition).
+    #[arg(long, value_parser = parse_u32, default_value = "1", value_name = "N")]
+    repeat: u32,
+    /// Pause between loads, so TIME_WAIT and queues settle the same way before each.
+    #[arg(long, value_parser = parse_duration, default_value = "1s")]
+    pause: Duration,
+    /// Find the highest open-loop rate that meets --slo (and --errors): a closed-loop
+    /// probe, then rates that climb and bisect.
+    #[arg(long, requires = "slo")]
+    ceiling: bool,
+    /// The latency objective of --ceiling, e.g. 'p99<200ms', 'p99.9<=1s', 'max<500ms'.
+    #[arg(long, value_parser = Slo::parse)]
+    slo: Option<Slo>,
+    /// The error budget of --ceiling: the share of failed or non-2xx/3xx requests
+    /// allowed, e.g. '<0.1%'.
+    #[arg(long, value_parser = ceiling::parse_errors, requires = "ceiling")]
+    errors: Option<f64>,
+    /// Total time the --ceiling search may take; it never starts a load that would
+    /// not fit.
+    #[arg(long, value_parser = parse_duration, default_value = "2m")]
+    budget: Duration,
+    /// Write the study (every cell's Run) as JSON to FILE (`-` = stdout).
+    #[arg(long, value_name = "FILE")]
+    json: Option<String>,
+    /// Write one CSV line per cell to FILE (`-` = stdout).
+    #[arg(long, value_name = "FILE")]
+    csv: Option<String>,
+    /// Print nothing but errors (the files asked for are still written).
+    #[arg(short = 'q', long)]
+    quiet: bool,
+    #[command(flatten)]
+    load: LoadFlags,
+}
+
+fn parse_connreqs(s: &str) -> Result<Option<u32>, String> {
+    match s {
+        "keep-alive" | "keepalive" | "ka" => Ok(None),
+        _ => match parse_u32(s)? {
+            0 => Err("requests per connection must be at least 1 (or keep-alive)".into()),
+            n => Ok(Some(n)),
+        },
+    }
+}
+
+pub fn cmd(a: SweepArgs) -> anyhow::Result<ExitCode> {
+    let body = a.load.body()?;
+    let grid = Grid {
+        urls: a.urls.clone(),
+        connections: a.connections.clone(),
+        threads: if a.threads.is_empty() {
+            vec![available_cpus()]
+        } else {
+            a.threads.clone()
+        },
+        connreqs: if a.connreqs.is_empty() {
+            vec![None]
+        } else {
+            a.connreqs.clone()
+        },
+        rates: if a.rate.is_empty() {
+            vec![None]
+        } else {
+            a.rate.iter().map(|r| Some(*r as f64)).collect()
+        },
+    };
+    if a.ceiling {
+        let one = |n: usize, what: &str| {
+            if n > 1 {
+                anyhow::bail!("--ceiling searches one load: give one {what}")
+            }
+            Ok(())
+        };
+        one(grid.urls.len(), "URL")?;
+        one(grid.connections.len(), "-c")?;
+        one(grid.threads.len(), "-t")?;
+        one(grid.connreqs.len(), "--connreqs")?;
+        if !a.rate.is_empty() {
+            anyhow::bail!("--ceiling searches the rate itself: leave out -R");
+        }
+    }
+    // Every cell's spec, checked (and each URL probed) before any load.
+    let base = a.load.spec(
+        Shape {
+            url: grid.urls[0].clone(),
+            connections: grid.connections[0],
+            threads: grid.threads[0].min(grid.connections[0]),
+            duration: Some(a.duration),
+            requests: None,
+            connreqs: grid.connreqs[0],
+            rate: grid.rates[0],
+        },
+        body.len(),
+    )?;
+    for p in grid.plan(&base) {
+        p.spec.check_flags()?;
+    }
+    for url in &grid.urls {
+        let spec = Spec {
+            url: url.clone(),
+            ..base.clone()
+        };
+        spec.target()?.probe(spec.timeout())?;
+    }
+    let outputs = outputs(&a)?;
+
+    let stop = stop_on_signals()?;
+    let bar = (!a.quiet && std::io::stderr().is_terminal()).then(|| {
+        let b = indicatif::ProgressBar::with_draw_target(
+            None,
+            indicatif::ProgressDrawTarget::stderr_with_hz(4),
+        );
+        b.set_style(
+            indicatif::ProgressStyle::with_template("{spinner} {prefix}{msg} {elapsed}")
+                .expect("valid template"),
+        );
+        b.enable_steady_tick(Duration::from_millis(250));
+        b
+    });
+    let mut measure = |spec: &Spec| -> anyhow::Result<Run> {
+        let target = spec.target()?;
+        let addr = target.probe(spec.timeout())?;
+        let job = pipeline::Job {
+            spec,
+            target: &target,
+            addr,
+            body: &body,
+            watch: a.load.watch(addr),
+        };
+        pipeline::measure_repeated(
+            &job,
+            a.repeat,
+            a.pause,
+            stop.clone(),
+            &mut Silent,
+            &mut |_| {},
+        )
+    };
+    let stopped = || stop.load(Ordering::Relaxed);
+    let sweep = if let Some(slo) = &a.slo {
+        let search = Search {
+            slo,
+            errors_pct: a.errors,
+            errors_text: a.errors.map(|e| format!("<{e}%")),
+            budget: a.budget,
+            pause: a.pause,
+        };
+        let mut each = |what: &str| {
+            if let Some(b) = &bar {
+                b.set_message(format!("ceiling search: {what}"));
+            }
+        };
+        let (cells, c) = ceiling::search(&base, &search, &mut measure, &mut each, &stopped)?;
+        Sweep {
+            schema_version: SWEEP_SCHEMA_VERSION,
+            tool: format!("loadlens {}", env!("CARGO_PKG_VERSION")),
+            dims: Vec::new(),
+            interrupted: c.stopped == "interrupted",
+            cells,
+            ceiling: Some(c),
+        }
+    } else {
+        let cell_s = (a.duration + a.pause).as_secs_f64() * a.repeat.max(1) as f64;
+        let mut each = |k: usize, n: usize, p: &crate::sweep::Planned| {
+            if let Some(b) = &bar {
+                let left = (n - k) as f64 * cell_s;
+                b.set_prefix(format!("cell {} of {n} ", k + 1));
+                b.set_message(format!(
+                    "[{}] about {:.0}s left, elapsed",
+                    p.coords.join(" "),
+                    left.max(0.0)
+                ));
+            }
+        };
+        run_grid(&grid, &base, &mut measure, &mut each, &stopped)?
+    };
+    if let Some(b) = bar {
+        b.finish_and_clear();
+    }
+    report::write_all(&sweep, &outputs)?;
+    Ok(ExitCode::SUCCESS)
+}
+
+/// The views asked for, each checked writable before any load; the text goes to
+/// stdout unless `-q` or another view took stdout.
+fn outputs(a: &SweepArgs) -> anyhow::Result<Vec<Output<Sweep>>> {
+    let json = a.json.as_deref().map(Dest::parse);
+    let csv = a.csv.as_deref().map(Dest::parse);
+    if let Some(d) = &json {
+        d.check("JSON")?;
+    }
+    if let Some(d) = &csv {
+        d.check("CSV")?;
+    }
+    let text = !a.quiet && json != Some(Dest::Stdout) && csv != Some(Dest::Stdout);
+    let mut out: Vec<Output<Sweep>> = Vec::new();
+    out.extend(json.map(|d| Output::new(Json, d)));
+    out.extend(csv.map(|d| Output::new(SweepCsv, d)));
+    if text {
+        out.push(Output::new(SweepText, Dest::Stdout));
+    }
+    Ok(out)
+}

@@ -1,0 +1,355 @@
+//! The ceiling at a latency objective: the highest open-loop rate at which the server
+//! still meets it (`--slo 'p99<200ms'`, optionally `--errors '<0.1%'`).
+//!
+//! The search: a closed-loop probe measures what the server can do flat out (X); the
+//! open-loop rates then climb from X/2 by ×1.5 while the objective holds, and bisect
+//! (geometric midpoint) between the highest rate that met it and the lowest that broke
+//! it until they are within 5%. Open loop, so latency is measured from each request's
+//! scheduled time (corrected for coordinated omission): a server that falls behind
+//! shows it in the percentiles, not in a slower send rate. The search stops early when
+//! the server fails (errors past ten times the budget, or 5% without one), and never
+//! starts a step the time budget cannot hold.
+
+use std::time::{Duration, Instant};
+
+use anyhow::bail;
+
+use crate::run::{Ceiling, Cell, Kind, LoadResults, Run, Step};
+use crate::spec::Spec;
+use crate::units::{fmt_us, parse_duration};
+
+/// A latency objective: a percentile (or the max) under a bound.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Slo {
+    /// 50, 90, 99, 99.9, 99.99 or 100 (max).
+    pub percentile: f64,
+    pub bound_us: u64,
+    /// `<=` rather than `<`.
+    pub inclusive: bool,
+    pub text: String,
+}
+
+impl Slo {
+    /// Parses `p99<200ms`, `p99.9 <= 1s`, `max<500ms`.
+    pub fn parse(s: &str) -> anyhow::Result<Slo> {
+        let bad = || {
+            anyhow::anyhow!(
+                "invalid SLO `{s}`: expected a percentile under a bound, e.g. 'p99<200ms', 'p99.9<=1s', 'max<500ms'"
+            )
+        };
+        let t: String = s.chars().filter(|c| !c.is_whitespace()).collect();
+        let (lhs, rhs, inclusive) = if let Some((l, r)) = t.split_once("<=") {
+            (l, r, true)
+        } else if let Some((l, r)) = t.split_once('<') {
+            (l, r, false)
+        } else {
+            return Err(bad());
+        };
+        let percentile = match lhs {
+            "max" => 100.0,
+            p => p
+                .strip_prefix('p')
+                .and_then(|x| x.parse::<f64>().ok())
+                .filter(|p| crate::run::PERCENTILES.contains(p))
+                .ok_or_else(bad)?,
+        };
+        let bound = parse_duration(rhs).map_err(|_| bad())?;
+        Ok(Slo {
+            percentile,
+            bound_us: bound.as_micros() as u64,
+            inclusive,
+            text: s.to_string(),
+        })
+    }
+
+    fn value(&self, r: &LoadResults) -> u64 {
+        r.latency.at(self.percentile).unwrap_or(r.latency.max_us)
+    }
+
+    fn met_by(&self, v: u64) -> bool {
+        if self.inclusive {
+            v <= self.bound_us
+        } else {
+            v < self.bound_us
+        }
+    }
+}
+
+/// Parses an error budget `<0.1%` (or `0.1%`): the share of failed or non-2xx/3xx
+/// requests allowed, percent.
+pub fn parse_errors(s: &str) -> anyhow::Result<f64> {
+    let t = s
+        .trim()
+        .trim_start_matches("<=")
+        .trim_start_matches('<')
+        .trim();
+    match t
+        .strip_suffix('%')
+        .and_then(|x| x.trim().parse::<f64>().ok())
+    {
+        Some(p) if (0.0..=100.0).contains(&p) => Ok(p),
+        _ => bail!("invalid error budget `{s}`: expected a percentage, e.g. '<0.1%'"),
+    }
+}
+
+/// Failed requests and non-2xx/3xx responses, percent of attempts.
+fn errors_pct(r: &LoadResults) -> f64 {
+    let failed = r.errors.total();
+    let attempts = (r.responses + failed).max(1);
+    (failed + r.non_2xx_3xx) as f64 * 100.0 / attempts as f64
+}
+
+/// What the search needs besides the load itself.
+pub struct Search<'a> {
+    pub slo: &'a Slo,
+    /// Error budget, percent (`None`: errors do not break the objective, but a server
+    /// failing past 5% still ends the climb).
+    pub errors_pct: Option<f64>,
+    pub errors_text: Option<String>,
+    /// Total time the search may take.
+    pub budget: Duration,
+    /// Pause between loads.
+    pub pause: Duration,
+}
+
+/// Rates within this ratio are the same answer.
+const CONVERGED: f64 = 1.05;
+/// Steps after which the search ends whatever the bracket.
+const MAX_STEPS: usize = 16;
+
+/// Searches the ceiling: `base` is the load (its `rate` is replaced), `measure` runs
+/// one load. Returns every load run (the probe first) and the ceiling.
+pub fn search(
+    base: &Spec,
+    s: &Search,
+    measure: &mut dyn FnMut(&Spec) -> anyhow::Result<Run>,
+    each: &mut dyn FnMut(&str),
+    stopped: &dyn Fn() -> bool,
+) -> anyhow::Result<(Vec<Cell>, Ceiling)> {
+    let started = Instant::now();
+    let load_s = base.duration_s.unwrap_or(5.0);
+    let step_cost = Duration::from_secs_f64(load_s) + s.pause;
+    let fits = || started.elapsed() + step_cost <= s.budget;
+    let mut cells = Vec::new();
+    let mut steps: Vec<Step> = Vec::new();
+
+    each("probe: closed loop, to learn what the server can do flat out");
+    let probe = measure(&Spec {
+        rate: None,
+        ..base.clone()
+    })?;
+    let flat_out = probe.results.requests_per_s.max(1.0);
+    cells.push(Cell {
+        coords: vec!["closed".to_string()],
+        run: probe,
+    });
+
+    let mut met: Option<f64> = None;
+    let mut broke: Option<(f64, String, Option<String>)> = None;
+    let mut rate = (flat_out / 2.0).max(1.0);
+    let stopped_why = loop {
+        if stopped() {
+            break "interrupted";
+        }
+        if steps.len() >= MAX_STEPS {
+            break "converged";
+        }
+        if let (Some(lo), Some((hi, ..))) = (met, &broke) {
+            if hi / lo <= CONVERGED {
+                break "converged";
+            }
+        }
+        if !fits() {
+            break "budget";
+        }
+        std::thread::sleep(s.pause);
+        each(&format!("rate {rate:.0}/s"));
+        let run = measure(&Spec {
+            rate: Some(rate),
+            ..base.clone()
+        })?;
+        let r = &run.results;
+        let v = s.slo.value(r);
+        let err = errors_pct(r);
+        let latency_ok = s.slo.met_by(v);
+        let errors_ok = s.errors_pct.is_none_or(|b| err <= b);
+        let ok = latency_ok && errors_ok;
+        steps.push(Step {
+            rate,
+            achieved_per_s: r.requests_per_s,
+            p50_us: r.latency.at(50.0).unwrap_or(0),
+            p99_us: r.latency.at(99.0).unwrap_or(0),
+            slo_value_us: v,
+            errors_pct: err,
+            met: ok,
+            cell: cells.len(),
+        });
+        let failing = err > s.errors_pct.map_or(5.0, |b| (b * 10.0).max(5.0));
+        if ok {
+            met = Some(met.map_or(rate, |m: f64| m.max(rate)));
+        } else if broke.as_ref().is_none_or(|(b, ..)| rate < *b) {
+            let why = if latency_ok {
+                format!(
+                    "errors were {err:.2}% (budget {}%)",
+                    s.errors_pct.unwrap_or(0.0)
+                )
+            } else {
+                format!(
+                    "{} was {} (objective {})",
+                    label(s.slo.percentile),
+                    fmt_us(v as f64),
+                    s.slo.text
+                )
+            };
+            let finding = run
+                .findings
+                .iter()
+                .find(|f| f.kind == Kind::Bottleneck)
+                .map(|f| format!("{}: {}", f.id, f.title));
+            broke = Some((rate, why, finding));
+        }
+        cells.push(Cell {
+            coords: vec![format!("{rate:.0}")],
+            run,
+        });
+        rate = match (met, &broke) {
+            (Some(lo), Some((hi, ..))) => (lo * hi).sqrt(),
+            (Some(lo), None) => lo * 1.5,
+            (None, Some((hi, ..))) => hi / 2.0,
+            (None, None) => rate,
+        };
+        // A server failing at the lowest rates tried has no ceiling worth bisecting.
+        if failing && met.is_none() {
+            break "errors";
+        }
+        if broke.is_some() && met.is_none() && rate < 1.0 {
+            break "converged";
+        }
+    };
+    steps.sort_by(|a, b| a.rate.total_cmp(&b.rate));
+    let stopped_why = if broke.is_none() && stopped_why == "converged" {
+        "no-break"
+    } else {
+        stopped_why
+    };
+    let (broke_rate, broke_because, broke_finding) = match broke {
+        Some((r, w, f)) => (Some(r), Some(w), f),
+        None => (None, None, None),
+    };
+    Ok((
+        cells,
+        Ceiling {
+            slo: s.slo.text.clone(),
+            errors: s.errors_text.clone(),
+            met_rate: met,
+            broke_rate,
+            broke_because,
+            broke_finding,
+            steps,
+            stopped: stopped_why.to_string(),
+        },
+    ))
+}
+
+/// `p99`, `p99.9`, `max`.
+pub fn label(p: f64) -> String {
+    if p >= 100.0 {
+        "max".to_string()
+    } else {
+        format!("p{p}")
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::run::LatencySummary;
+
+    #[test]
+    fn slos_parse_and_bad_ones_say_how() {
+        let s = Slo::parse("p99<200ms").unwrap();
+        assert_eq!(
+            (s.percentile, s.bound_us, s.inclusive),
+            (99.0, 200_000, false)
+        );
+        let s = Slo::parse("p99.9 <= 1s").unwrap();
+        assert_eq!(
+            (s.percentile, s.bound_us, s.inclusive),
+            (99.9, 1_000_000, true)
+        );
+        assert_eq!(Slo::parse("max<500ms").unwrap().percentile, 100.0);
+        for bad in ["p99", "p98<1s", "p99<fast", "latency<1s", ""] {
+            let e = Slo::parse(bad).unwrap_err().to_string();
+            assert!(e.contains("e.g. 'p99<200ms'"), "{bad}: {e}");
+        }
+        assert_eq!(parse_errors("<0.1%").unwrap(), 0.1);
+        assert_eq!(parse_errors("2%").unwrap(), 2.0);
+        assert!(parse_errors("0.1").is_err());
+    }
+
+    /// A server of known capacity: below it every request takes 2 ms; above it the
+    /// queue grows for the whole load and p99 is seconds.
+    fn model(capacity: f64) -> impl FnMut(&Spec) -> anyhow::Result<Run> {
+        let fixture = format!(
+            "{}/tests/data/runs/healthy-before.json",
+            env!("CARGO_MANIFEST_DIR")
+        );
+        let template = Run::from_json(&std::fs::read_to_string(fixture).unwrap()).unwrap();
+        move |spec: &Spec| {
+            let mut run = template.clone();
+            let rate = spec.rate.unwrap_or(capacity);
+            let achieved = rate.min(capacity);
+            let mut h = hdrhistogram::Histogram::<u64>::new_with_bounds(1, 60_000_000, 3)?;
+            let us = if rate <= capacity { 2_000 } else { 3_000_000 };
+            h.record_n(us, 1000)?;
+            run.results.latency = LatencySummary::from_histogram(&h, spec.rate.is_some());
+            run.results.requests_per_s = achieved;
+            run.spec = spec.clone();
+            Ok(run)
+        }
+    }
+
+    fn search_with(capacity: f64, budget_s: u64) -> (Vec<Cell>, Ceiling) {
+        let slo = Slo::parse("p99<200ms").unwrap();
+        let s = Search {
+            slo: &slo,
+            errors_pct: None,
+            errors_text: None,
+            budget: Duration::from_secs(budget_s),
+            pause: Duration::ZERO,
+        };
+        let mut base = crate::sweep::tests::base();
+        base.duration_s = Some(0.0);
+        let mut m = model(capacity);
+        search(&base, &s, &mut m, &mut |_| {}, &|| false).unwrap()
+    }
+
+    #[test]
+    fn finds_a_known_capacity_within_five_percent() {
+        let (cells, c) = search_with(4_200.0, 60);
+        let met = c.met_rate.unwrap();
+        let broke = c.broke_rate.unwrap();
+        assert!((4_200.0 / CONVERGED..=4_200.0).contains(&met), "{c:?}");
+        assert!(broke > 4_200.0 && broke / met <= CONVERGED, "{c:?}");
+        assert_eq!(c.stopped, "converged");
+        assert!(c
+            .broke_because
+            .as_deref()
+            .unwrap()
+            .starts_with("p99 was 3.00s"));
+        // The probe, then every step; steps point at their cells.
+        assert_eq!(cells.len(), c.steps.len() + 1);
+        assert!(c.steps.windows(2).all(|w| w[0].rate <= w[1].rate));
+        for st in &c.steps {
+            assert_eq!(cells[st.cell].run.spec.rate, Some(st.rate));
+        }
+    }
+
+    #[test]
+    fn a_budget_too_small_for_a_step_stops_the_search() {
+        let (cells, c) = search_with(1_000.0, 0);
+        assert_eq!(c.stopped, "budget");
+        assert_eq!(cells.len(), 1, "only the probe");
+        assert!(c.steps.is_empty());
+    }
+}
