@@ -30,6 +30,8 @@ pub const METHOD: &str = "Each run is compared with the first. Verdict: Welch's 
 struct EvidenceMetric {
     name: &'static str,
     unit: &'static str,
+    /// Smaller moves are not worth a row (TIME_WAIT 1 → 2 is not news).
+    min_change: f64,
     window: fn(&Evidence) -> Option<f64>,
     per_sample: fn(&Sample) -> Option<f64>,
 }
@@ -50,6 +52,7 @@ macro_rules! counter_metric {
         EvidenceMetric {
             name: $name,
             unit: "/s",
+            min_change: 1.0,
             window: |e| {
                 let d = e.window.duration_s.max(1e-9);
                 Some(e.window.counters.get($key).copied().unwrap_or(0) as f64 / d)
@@ -63,6 +66,7 @@ const EVIDENCE: &[EvidenceMetric] = &[
     EvidenceMetric {
         name: "TIME_WAIT max",
         unit: "sockets",
+        min_change: 10.0,
         window: |e| Some(e.window.time_wait_max as f64),
         per_sample: |s| s.sockstat.get("TCP.tw").map(|v| *v as f64),
     },
@@ -73,30 +77,35 @@ const EVIDENCE: &[EvidenceMetric] = &[
     EvidenceMetric {
         name: "worker CPU (busiest)",
         unit: "%",
+        min_change: 5.0,
         window: |e| busiest(e.window.processes.iter(), |p| Some(p.cpu_pct)),
         per_sample: |s| busiest(s.processes.iter(), |p| Some(p.cpu_pct)),
     },
     EvidenceMetric {
         name: "worker run delay (busiest)",
         unit: "ms/s",
+        min_change: 5.0,
         window: |e| busiest(e.window.processes.iter(), |p| p.run_delay_ms_per_s),
         per_sample: |s| busiest(s.processes.iter(), |p| p.run_delay_ms_per_s),
     },
     EvidenceMetric {
         name: "worker bytes per read",
         unit: "bytes",
+        min_change: 64.0,
         window: |e| busiest(e.window.processes.iter(), |p| p.bytes_per_read),
         per_sample: |s| busiest(s.processes.iter(), |p| p.bytes_per_read),
     },
     EvidenceMetric {
         name: "worker bytes per write",
         unit: "bytes",
+        min_change: 64.0,
         window: |e| busiest(e.window.processes.iter(), |p| p.bytes_per_write),
         per_sample: |s| busiest(s.processes.iter(), |p| p.bytes_per_write),
     },
     EvidenceMetric {
         name: "accept queue max",
         unit: "connections",
+        min_change: 5.0,
         window: |e| {
             e.window
                 .listen_queues
@@ -289,6 +298,7 @@ fn moved_most(runs: &[(String, Run)], use_reps: &dyn Fn(&Run) -> bool) -> Vec<Co
         let moved = values[1..]
             .iter()
             .flatten()
+            .filter(|v| (*v - b).abs() >= m.min_change)
             .map(|v| (v - b).abs() / v.abs().max(b.abs()).max(1e-9))
             .fold(0.0, f64::max);
         if moved < 0.05 {
