@@ -3,7 +3,10 @@ SHELL := /bin/bash
 export PATH := $(HOME)/.cargo/bin:$(PATH)
 CARGO ?= cargo
 
-.PHONY: demo test bench build deps fmt clippy
+.PHONY: demo test bench build deps fmt clippy install uninstall
+
+PREFIX ?= /usr/local
+DESTDIR ?=
 
 build:
 	$(CARGO) build --release
@@ -24,3 +27,18 @@ bench:
 	$(CARGO) build --release
 	bench/vs-peers
 	bench/watch-overhead
+
+# The binary, the man page and the shell completions (generated from the clap
+# definitions into docs/, kept current by tests/docs_current.rs).
+install: build
+	install -Dm755 target/release/loadlens $(DESTDIR)$(PREFIX)/bin/loadlens
+	install -Dm644 docs/loadlens.1 $(DESTDIR)$(PREFIX)/share/man/man1/loadlens.1
+	install -Dm644 docs/completions/loadlens.bash $(DESTDIR)$(PREFIX)/share/bash-completion/completions/loadlens
+	install -Dm644 docs/completions/_loadlens $(DESTDIR)$(PREFIX)/share/zsh/site-functions/_loadlens
+	install -Dm644 docs/completions/loadlens.fish $(DESTDIR)$(PREFIX)/share/fish/vendor_completions.d/loadlens.fish
+
+uninstall:
+	rm -f $(DESTDIR)$(PREFIX)/bin/loadlens $(DESTDIR)$(PREFIX)/share/man/man1/loadlens.1 \
+	  $(DESTDIR)$(PREFIX)/share/bash-completion/completions/loadlens \
+	  $(DESTDIR)$(PREFIX)/share/zsh/site-functions/_loadlens \
+	  $(DESTDIR)$(PREFIX)/share/fish/vendor_completions.d/loadlens.fish

@@ -48,6 +48,14 @@ enum Command {
         /// A finding id, e.g. listen-queue-overflow; `list` for all.
         id: String,
     },
+    /// Print shell completions for bash, zsh or fish (`make install` installs them).
+    Completions {
+        #[arg(value_enum)]
+        shell: clap_complete::Shell,
+    },
+    /// Print the man page (roff; `make install` installs it).
+    #[command(hide = true)]
+    Man,
     /// Published nginx setups with a known fault and its fix, in network namespaces
     /// (needs root).
     #[command(subcommand)]
@@ -77,6 +85,8 @@ pub fn main() -> anyhow::Result<ExitCode> {
         Command::Lab(c) => lab::cmd(c),
         Command::Compare(a) => compare::cmd(a),
         Command::Sweep(a) => sweep::cmd(*a),
+        Command::Completions { shell } => print(&completions(shell)),
+        Command::Man => print(&man_page()?),
         Command::Explain { id } => cmd_explain(&id),
     };
     match res {
@@ -122,5 +132,53 @@ fn cmd_report(a: ReportArgs) -> anyhow::Result<ExitCode> {
         &run,
         &[Output::new(Text { latency: a.latency }, Dest::Stdout)],
     )?;
+    Ok(ExitCode::SUCCESS)
+}
+
+/// The clap definition of the whole command line (for the man page and completions).
+pub fn command() -> clap::Command {
+    <Cli as clap::CommandFactory>::command()
+}
+
+/// Shell completions, generated from the clap definitions.
+pub fn completions(shell: clap_complete::Shell) -> Vec<u8> {
+    let mut out = Vec::new();
+    clap_complete::generate(shell, &mut command(), "loadlens", &mut out);
+    out
+}
+
+/// The man page (roff), generated from the clap definitions: the top-level page with
+/// every subcommand's flags under SUBCOMMANDS.
+pub fn man_page() -> anyhow::Result<Vec<u8>> {
+    let mut out = Vec::new();
+    let cmd = command();
+    let man = clap_mangen::Man::new(cmd.clone());
+    man.render_title(&mut out)?;
+    man.render_name_section(&mut out)?;
+    man.render_synopsis_section(&mut out)?;
+    man.render_description_section(&mut out)?;
+    man.render_options_section(&mut out)?;
+    for sub in cmd.get_subcommands().filter(|s| !s.is_hide_set()) {
+        let name = format!("loadlens {}", sub.get_name());
+        let about = sub.get_about().map(|a| a.to_string()).unwrap_or_default();
+        // A section per command, titled with the command, its one-line summary first.
+        writeln!(
+            out,
+            ".SH \"{}\"\n{}",
+            name.to_uppercase(),
+            about.replace('\\', "\\\\")
+        )?;
+        let sub_man = clap_mangen::Man::new(sub.clone().bin_name(name));
+        sub_man.render_synopsis_section(&mut out)?;
+        sub_man.render_options_section(&mut out)?;
+    }
+    man.render_version_section(&mut out)?;
+    Ok(out)
+}
+
+fn print(bytes: &[u8]) -> anyhow::Result<ExitCode> {
+    let mut out = std::io::stdout().lock();
+    out.write_all(bytes)?;
+    out.flush()?;
     Ok(ExitCode::SUCCESS)
 }

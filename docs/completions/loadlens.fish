@@ -1,0 +1,134 @@
+# Print an optspec for argparse to handle cmd's options that are independent of any subcommand.
+function __fish_loadlens_global_optspecs
+    string join \n h/help V/version
+end
+
+function __fish_loadlens_needs_command
+    # Figure out if the current invocation already has a command.
+    set -l cmd (commandline -opc)
+    set -e cmd[1]
+    argparse -s (__fish_loadlens_global_optspecs) -- $cmd 2>/dev/null
+    or return
+    if set -q argv[1]
+        # Also print the command, so this can be used to figure out what it is.
+        echo $argv[1]
+        return 1
+    end
+    return 0
+end
+
+function __fish_loadlens_using_subcommand
+    set -l cmd (__fish_loadlens_needs_command)
+    test -z "$cmd"
+    and return 1
+    contains -- $cmd[1] $argv
+end
+
+complete -c loadlens -n "__fish_loadlens_needs_command" -s h -l help -d 'Print help'
+complete -c loadlens -n "__fish_loadlens_needs_command" -s V -l version -d 'Print version'
+complete -c loadlens -n "__fish_loadlens_needs_command" -f -a "run" -d 'Load-test a URL and report throughput, latency and errors'
+complete -c loadlens -n "__fish_loadlens_needs_command" -f -a "compare" -d 'Compare saved Runs: the numbers side by side, each change with a verdict (significant / not significant / not enough data)'
+complete -c loadlens -n "__fish_loadlens_needs_command" -f -a "sweep" -d 'A study in one command: the cross product of comma-separated values (-c, -t, --connreqs, -R, URLs) as a table; or, with --ceiling --slo, the highest rate that meets a latency objective'
+complete -c loadlens -n "__fish_loadlens_needs_command" -f -a "report" -d 'Render a Run saved with `--json` again'
+complete -c loadlens -n "__fish_loadlens_needs_command" -f -a "explain" -d 'The long explanation of a finding id (mechanism, how to confirm, fixes, sources)'
+complete -c loadlens -n "__fish_loadlens_needs_command" -f -a "completions" -d 'Print shell completions for bash, zsh or fish (`make install` installs them)'
+complete -c loadlens -n "__fish_loadlens_needs_command" -f -a "man" -d 'Print the man page (roff; `make install` installs it)'
+complete -c loadlens -n "__fish_loadlens_needs_command" -f -a "lab" -d 'Published nginx setups with a known fault and its fix, in network namespaces (needs root)'
+complete -c loadlens -n "__fish_loadlens_needs_command" -f -a "help" -d 'Print this message or the help of the given subcommand(s)'
+complete -c loadlens -n "__fish_loadlens_using_subcommand run" -s c -l connections -d 'Connections to keep open' -r
+complete -c loadlens -n "__fish_loadlens_using_subcommand run" -s t -l threads -d 'Worker threads [default: CPUs available to this process]' -r
+complete -c loadlens -n "__fish_loadlens_using_subcommand run" -s d -l duration -d 'Length of the test, e.g. 10s, 1m [default: 10s, or unbounded with -n]' -r
+complete -c loadlens -n "__fish_loadlens_using_subcommand run" -s n -l requests -d 'Stop after this many requests (responses plus failed requests), e.g. 10k' -r
+complete -c loadlens -n "__fish_loadlens_using_subcommand run" -l connreqs -d 'Requests per connection, then close and reconnect (1 = a new TCP connection per request) [default: keep-alive as long as the server allows]' -r
+complete -c loadlens -n "__fish_loadlens_using_subcommand run" -s R -l rate -d 'Open loop: this many requests per second over all connections, on schedule; latency is measured from each request\'s scheduled time (corrected for coordinated omission)' -r
+complete -c loadlens -n "__fish_loadlens_using_subcommand run" -l json -d 'Write the Run as JSON to FILE (`-` = stdout, which silences the text output)' -r
+complete -c loadlens -n "__fish_loadlens_using_subcommand run" -l repeat -d 'Run the same load N times and report each repetition and the mean with its 95% interval (for `loadlens compare`)' -r
+complete -c loadlens -n "__fish_loadlens_using_subcommand run" -l pause -d 'Pause between repetitions' -r
+complete -c loadlens -n "__fish_loadlens_using_subcommand run" -s H -l header -d 'Add a request header, e.g. -H \'Accept-Encoding: gzip\' (repeatable)' -r
+complete -c loadlens -n "__fish_loadlens_using_subcommand run" -s m -l method -d 'HTTP method' -r
+complete -c loadlens -n "__fish_loadlens_using_subcommand run" -l body -d 'Request body' -r
+complete -c loadlens -n "__fish_loadlens_using_subcommand run" -l body-file -d 'Read the request body from a file' -r -F
+complete -c loadlens -n "__fish_loadlens_using_subcommand run" -l timeout -d 'Per-request timeout; a request unanswered after it counts as a timeout' -r
+complete -c loadlens -n "__fish_loadlens_using_subcommand run" -l sample -d 'Sampling interval of the watch, e.g. 1s, 100ms' -r
+complete -c loadlens -n "__fish_loadlens_using_subcommand run" -l server-pid -d 'The server\'s process id (repeatable); its children are watched too. Needed when the server runs in another network namespace' -r
+complete -c loadlens -n "__fish_loadlens_using_subcommand run" -l server-name -d 'Watch the processes with this command name (repeatable), e.g. nginx, php-fpm8.2' -r
+complete -c loadlens -n "__fish_loadlens_using_subcommand run" -l latency -d 'Print the latency percentiles, status codes and connection details'
+complete -c loadlens -n "__fish_loadlens_using_subcommand run" -s q -l quiet -d 'Print nothing but errors (the JSON, if asked for, is still written)'
+complete -c loadlens -n "__fish_loadlens_using_subcommand run" -s k -l insecure -d 'Do not verify the server\'s TLS certificate'
+complete -c loadlens -n "__fish_loadlens_using_subcommand run" -l no-watch -d 'Do not watch the machine (CPU, network, TCP counters, server processes)'
+complete -c loadlens -n "__fish_loadlens_using_subcommand run" -s h -l help -d 'Print help'
+complete -c loadlens -n "__fish_loadlens_using_subcommand run" -s V -l version -d 'Print version'
+complete -c loadlens -n "__fish_loadlens_using_subcommand compare" -l json -d 'Also write the comparison as JSON to FILE (`-` = stdout, which silences the text)' -r
+complete -c loadlens -n "__fish_loadlens_using_subcommand compare" -l fail-if-slower -d 'Exit 1 when a later run is significantly slower than the first by more than PCT percent: fewer requests/s, or a higher p99 (for CI)' -r
+complete -c loadlens -n "__fish_loadlens_using_subcommand compare" -s h -l help -d 'Print help (see more with \'--help\')'
+complete -c loadlens -n "__fish_loadlens_using_subcommand compare" -s V -l version -d 'Print version'
+complete -c loadlens -n "__fish_loadlens_using_subcommand sweep" -s c -l connections -d 'Connections, e.g. 10,50,100' -r
+complete -c loadlens -n "__fish_loadlens_using_subcommand sweep" -s t -l threads -d 'Worker threads, e.g. 1,2 [default: CPUs available to this process]' -r
+complete -c loadlens -n "__fish_loadlens_using_subcommand sweep" -l connreqs -d 'Requests per connection, e.g. 1,4,14,keep-alive [default: keep-alive]' -r
+complete -c loadlens -n "__fish_loadlens_using_subcommand sweep" -s R -l rate -d 'Open-loop rates, requests/s over all connections, e.g. 1k,2k,4k [default: closed loop]. With --ceiling the rates are searched instead' -r
+complete -c loadlens -n "__fish_loadlens_using_subcommand sweep" -s d -l duration -d 'Length of each cell\'s load' -r
+complete -c loadlens -n "__fish_loadlens_using_subcommand sweep" -l repeat -d 'Repeat each cell N times (the cell\'s Run holds every repetition)' -r
+complete -c loadlens -n "__fish_loadlens_using_subcommand sweep" -l pause -d 'Pause between loads, so TIME_WAIT and queues settle the same way before each' -r
+complete -c loadlens -n "__fish_loadlens_using_subcommand sweep" -l slo -d 'The latency objective of --ceiling, e.g. \'p99<200ms\', \'p99.9<=1s\', \'max<500ms\'' -r
+complete -c loadlens -n "__fish_loadlens_using_subcommand sweep" -l errors -d 'The error budget of --ceiling: the share of failed or non-2xx/3xx requests allowed, e.g. \'<0.1%\'' -r
+complete -c loadlens -n "__fish_loadlens_using_subcommand sweep" -l budget -d 'Total time the --ceiling search may take; it never starts a load that would not fit' -r
+complete -c loadlens -n "__fish_loadlens_using_subcommand sweep" -l json -d 'Write the study (every cell\'s Run) as JSON to FILE (`-` = stdout)' -r
+complete -c loadlens -n "__fish_loadlens_using_subcommand sweep" -l csv -d 'Write one CSV line per cell to FILE (`-` = stdout)' -r
+complete -c loadlens -n "__fish_loadlens_using_subcommand sweep" -s H -l header -d 'Add a request header, e.g. -H \'Accept-Encoding: gzip\' (repeatable)' -r
+complete -c loadlens -n "__fish_loadlens_using_subcommand sweep" -s m -l method -d 'HTTP method' -r
+complete -c loadlens -n "__fish_loadlens_using_subcommand sweep" -l body -d 'Request body' -r
+complete -c loadlens -n "__fish_loadlens_using_subcommand sweep" -l body-file -d 'Read the request body from a file' -r -F
+complete -c loadlens -n "__fish_loadlens_using_subcommand sweep" -l timeout -d 'Per-request timeout; a request unanswered after it counts as a timeout' -r
+complete -c loadlens -n "__fish_loadlens_using_subcommand sweep" -l sample -d 'Sampling interval of the watch, e.g. 1s, 100ms' -r
+complete -c loadlens -n "__fish_loadlens_using_subcommand sweep" -l server-pid -d 'The server\'s process id (repeatable); its children are watched too. Needed when the server runs in another network namespace' -r
+complete -c loadlens -n "__fish_loadlens_using_subcommand sweep" -l server-name -d 'Watch the processes with this command name (repeatable), e.g. nginx, php-fpm8.2' -r
+complete -c loadlens -n "__fish_loadlens_using_subcommand sweep" -l ceiling -d 'Find the highest open-loop rate that meets --slo (and --errors): a closed-loop probe, then rates that climb and bisect'
+complete -c loadlens -n "__fish_loadlens_using_subcommand sweep" -s q -l quiet -d 'Print nothing but errors (the files asked for are still written)'
+complete -c loadlens -n "__fish_loadlens_using_subcommand sweep" -s k -l insecure -d 'Do not verify the server\'s TLS certificate'
+complete -c loadlens -n "__fish_loadlens_using_subcommand sweep" -l no-watch -d 'Do not watch the machine (CPU, network, TCP counters, server processes)'
+complete -c loadlens -n "__fish_loadlens_using_subcommand sweep" -s h -l help -d 'Print help'
+complete -c loadlens -n "__fish_loadlens_using_subcommand sweep" -s V -l version -d 'Print version'
+complete -c loadlens -n "__fish_loadlens_using_subcommand report" -l latency -d 'Print the latency percentiles and details'
+complete -c loadlens -n "__fish_loadlens_using_subcommand report" -s h -l help -d 'Print help'
+complete -c loadlens -n "__fish_loadlens_using_subcommand report" -s V -l version -d 'Print version'
+complete -c loadlens -n "__fish_loadlens_using_subcommand explain" -s h -l help -d 'Print help'
+complete -c loadlens -n "__fish_loadlens_using_subcommand explain" -s V -l version -d 'Print version'
+complete -c loadlens -n "__fish_loadlens_using_subcommand completions" -s h -l help -d 'Print help'
+complete -c loadlens -n "__fish_loadlens_using_subcommand completions" -s V -l version -d 'Print version'
+complete -c loadlens -n "__fish_loadlens_using_subcommand man" -s h -l help -d 'Print help'
+complete -c loadlens -n "__fish_loadlens_using_subcommand man" -s V -l version -d 'Print version'
+complete -c loadlens -n "__fish_loadlens_using_subcommand lab; and not __fish_seen_subcommand_from list run shell help" -s h -l help -d 'Print help'
+complete -c loadlens -n "__fish_loadlens_using_subcommand lab; and not __fish_seen_subcommand_from list run shell help" -s V -l version -d 'Print version'
+complete -c loadlens -n "__fish_loadlens_using_subcommand lab; and not __fish_seen_subcommand_from list run shell help" -f -a "list" -d 'List the scenarios'
+complete -c loadlens -n "__fish_loadlens_using_subcommand lab; and not __fish_seen_subcommand_from list run shell help" -f -a "run" -d 'Build a scenario\'s world, load it, and with --fix show before/after'
+complete -c loadlens -n "__fish_loadlens_using_subcommand lab; and not __fish_seen_subcommand_from list run shell help" -f -a "shell" -d 'Build a scenario\'s world and open a shell in its client namespace'
+complete -c loadlens -n "__fish_loadlens_using_subcommand lab; and not __fish_seen_subcommand_from list run shell help" -f -a "help" -d 'Print this message or the help of the given subcommand(s)'
+complete -c loadlens -n "__fish_loadlens_using_subcommand lab; and __fish_seen_subcommand_from list" -s h -l help -d 'Print help'
+complete -c loadlens -n "__fish_loadlens_using_subcommand lab; and __fish_seen_subcommand_from list" -s V -l version -d 'Print version'
+complete -c loadlens -n "__fish_loadlens_using_subcommand lab; and __fish_seen_subcommand_from run" -s d -l duration -d 'Length of each load run' -r
+complete -c loadlens -n "__fish_loadlens_using_subcommand lab; and __fish_seen_subcommand_from run" -l json-dir -d 'Save each Run as DIR/<scenario>-before.json and -after.json' -r -F
+complete -c loadlens -n "__fish_loadlens_using_subcommand lab; and __fish_seen_subcommand_from run" -l fix -d 'Apply the fix and run again: before/after table'
+complete -c loadlens -n "__fish_loadlens_using_subcommand lab; and __fish_seen_subcommand_from run" -l keep -d 'Keep the world after each run until Enter is pressed'
+complete -c loadlens -n "__fish_loadlens_using_subcommand lab; and __fish_seen_subcommand_from run" -s v -l verbose -d 'Show the ip/tc/sysctl commands that build the world'
+complete -c loadlens -n "__fish_loadlens_using_subcommand lab; and __fish_seen_subcommand_from run" -s q -l quiet -d 'Print only the before/after table, not each run\'s report'
+complete -c loadlens -n "__fish_loadlens_using_subcommand lab; and __fish_seen_subcommand_from run" -s h -l help -d 'Print help'
+complete -c loadlens -n "__fish_loadlens_using_subcommand lab; and __fish_seen_subcommand_from run" -s V -l version -d 'Print version'
+complete -c loadlens -n "__fish_loadlens_using_subcommand lab; and __fish_seen_subcommand_from shell" -s v -l verbose -d 'Show the ip/tc/sysctl commands that build the world'
+complete -c loadlens -n "__fish_loadlens_using_subcommand lab; and __fish_seen_subcommand_from shell" -s h -l help -d 'Print help'
+complete -c loadlens -n "__fish_loadlens_using_subcommand lab; and __fish_seen_subcommand_from shell" -s V -l version -d 'Print version'
+complete -c loadlens -n "__fish_loadlens_using_subcommand lab; and __fish_seen_subcommand_from help" -f -a "list" -d 'List the scenarios'
+complete -c loadlens -n "__fish_loadlens_using_subcommand lab; and __fish_seen_subcommand_from help" -f -a "run" -d 'Build a scenario\'s world, load it, and with --fix show before/after'
+complete -c loadlens -n "__fish_loadlens_using_subcommand lab; and __fish_seen_subcommand_from help" -f -a "shell" -d 'Build a scenario\'s world and open a shell in its client namespace'
+complete -c loadlens -n "__fish_loadlens_using_subcommand lab; and __fish_seen_subcommand_from help" -f -a "help" -d 'Print this message or the help of the given subcommand(s)'
+complete -c loadlens -n "__fish_loadlens_using_subcommand help; and not __fish_seen_subcommand_from run compare sweep report explain completions man lab help" -f -a "run" -d 'Load-test a URL and report throughput, latency and errors'
+complete -c loadlens -n "__fish_loadlens_using_subcommand help; and not __fish_seen_subcommand_from run compare sweep report explain completions man lab help" -f -a "compare" -d 'Compare saved Runs: the numbers side by side, each change with a verdict (significant / not significant / not enough data)'
+complete -c loadlens -n "__fish_loadlens_using_subcommand help; and not __fish_seen_subcommand_from run compare sweep report explain completions man lab help" -f -a "sweep" -d 'A study in one command: the cross product of comma-separated values (-c, -t, --connreqs, -R, URLs) as a table; or, with --ceiling --slo, the highest rate that meets a latency objective'
+complete -c loadlens -n "__fish_loadlens_using_subcommand help; and not __fish_seen_subcommand_from run compare sweep report explain completions man lab help" -f -a "report" -d 'Render a Run saved with `--json` again'
+complete -c loadlens -n "__fish_loadlens_using_subcommand help; and not __fish_seen_subcommand_from run compare sweep report explain completions man lab help" -f -a "explain" -d 'The long explanation of a finding id (mechanism, how to confirm, fixes, sources)'
+complete -c loadlens -n "__fish_loadlens_using_subcommand help; and not __fish_seen_subcommand_from run compare sweep report explain completions man lab help" -f -a "completions" -d 'Print shell completions for bash, zsh or fish (`make install` installs them)'
+complete -c loadlens -n "__fish_loadlens_using_subcommand help; and not __fish_seen_subcommand_from run compare sweep report explain completions man lab help" -f -a "man" -d 'Print the man page (roff; `make install` installs it)'
+complete -c loadlens -n "__fish_loadlens_using_subcommand help; and not __fish_seen_subcommand_from run compare sweep report explain completions man lab help" -f -a "lab" -d 'Published nginx setups with a known fault and its fix, in network namespaces (needs root)'
+complete -c loadlens -n "__fish_loadlens_using_subcommand help; and not __fish_seen_subcommand_from run compare sweep report explain completions man lab help" -f -a "help" -d 'Print this message or the help of the given subcommand(s)'
+complete -c loadlens -n "__fish_loadlens_using_subcommand help; and __fish_seen_subcommand_from lab" -f -a "list" -d 'List the scenarios'
+complete -c loadlens -n "__fish_loadlens_using_subcommand help; and __fish_seen_subcommand_from lab" -f -a "run" -d 'Build a scenario\'s world, load it, and with --fix show before/after'
+complete -c loadlens -n "__fish_loadlens_using_subcommand help; and __fish_seen_subcommand_from lab" -f -a "shell" -d 'Build a scenario\'s world and open a shell in its client namespace'
