@@ -62,6 +62,19 @@ macro_rules! counter_metric {
     };
 }
 
+/// A number of the busiest server worker, over the window and per sample.
+macro_rules! worker_metric {
+    ($name:expr, $unit:expr, $min:expr, $f:expr) => {
+        EvidenceMetric {
+            name: $name,
+            unit: $unit,
+            min_change: $min,
+            window: |e| busiest(e.window.processes.iter(), $f),
+            per_sample: |s| busiest(s.processes.iter(), $f),
+        }
+    };
+}
+
 const EVIDENCE: &[EvidenceMetric] = &[
     EvidenceMetric {
         name: "TIME_WAIT max",
@@ -74,34 +87,12 @@ const EVIDENCE: &[EvidenceMetric] = &[
     counter_metric!("retransmits", "Tcp.RetransSegs"),
     counter_metric!("connections opened", "Tcp.ActiveOpens"),
     counter_metric!("connections accepted", "Tcp.PassiveOpens"),
-    EvidenceMetric {
-        name: "worker CPU (busiest)",
-        unit: "%",
-        min_change: 5.0,
-        window: |e| busiest(e.window.processes.iter(), |p| Some(p.cpu_pct)),
-        per_sample: |s| busiest(s.processes.iter(), |p| Some(p.cpu_pct)),
-    },
-    EvidenceMetric {
-        name: "worker run delay (busiest)",
-        unit: "ms/s",
-        min_change: 5.0,
-        window: |e| busiest(e.window.processes.iter(), |p| p.run_delay_ms_per_s),
-        per_sample: |s| busiest(s.processes.iter(), |p| p.run_delay_ms_per_s),
-    },
-    EvidenceMetric {
-        name: "worker bytes per read",
-        unit: "bytes",
-        min_change: 64.0,
-        window: |e| busiest(e.window.processes.iter(), |p| p.bytes_per_read),
-        per_sample: |s| busiest(s.processes.iter(), |p| p.bytes_per_read),
-    },
-    EvidenceMetric {
-        name: "worker bytes per write",
-        unit: "bytes",
-        min_change: 64.0,
-        window: |e| busiest(e.window.processes.iter(), |p| p.bytes_per_write),
-        per_sample: |s| busiest(s.processes.iter(), |p| p.bytes_per_write),
-    },
+    worker_metric!("worker CPU (busiest)", "%", 5.0, |p| Some(p.cpu_pct)),
+    worker_metric!("worker run delay (busiest)", "ms/s", 5.0, |p| p
+        .run_delay_ms_per_s),
+    worker_metric!("worker bytes per read", "bytes", 64.0, |p| p.bytes_per_read),
+    worker_metric!("worker bytes per write", "bytes", 64.0, |p| p
+        .bytes_per_write),
     EvidenceMetric {
         name: "accept queue max",
         unit: "connections",

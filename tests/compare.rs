@@ -10,7 +10,7 @@ mod common;
 use std::path::{Path, PathBuf};
 use std::process::Output;
 
-use common::{assert_valid, loadlens, Nginx};
+use common::{assert_ok, assert_valid, loadlens, Nginx};
 use serde_json::Value;
 
 /// Each connection: 5 responses in 1.48 s at 120k/s (0.27 s each: the 6th would end
@@ -36,11 +36,7 @@ fn run(dir: &Path, name: &str, url: &str, conns: &str, repeat: &str) -> PathBuf 
         .arg(&path)
         .output()
         .unwrap();
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    assert_ok(&out);
     path
 }
 

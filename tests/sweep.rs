@@ -4,7 +4,7 @@
 
 mod common;
 
-use common::{assert_valid, loadlens, Nginx, PhpFpm};
+use common::{assert_ok, assert_valid, loadlens, Nginx, PhpFpm};
 use serde_json::Value;
 
 fn sweep(args: &[&str]) -> (Value, String) {
@@ -20,11 +20,7 @@ fn sweep(args: &[&str]) -> (Value, String) {
         .arg(&csv)
         .output()
         .unwrap();
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    assert_ok(&out);
     let v = serde_json::from_str(&std::fs::read_to_string(&json).unwrap()).unwrap();
     assert_valid("sweep", &v);
     let text = String::from_utf8_lossy(&out.stdout).to_string();

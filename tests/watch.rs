@@ -3,7 +3,7 @@
 
 mod common;
 
-use common::{run_json, run_json_in, u, NetnsPair, Nginx};
+use common::{assert_ok, run_json, run_json_in, u, NetnsPair, Nginx};
 use serde_json::Value;
 
 fn processes(run: &Value) -> Vec<Value> {
@@ -227,11 +227,7 @@ fn pinned_client_records_the_machines_cpus_and_the_servers() {
         .args(["--json", "-"])
         .output()
         .unwrap();
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    assert_ok(&out);
     let run: Value = serde_json::from_slice(&out.stdout).unwrap();
     let host = &run["evidence"]["host"];
     assert_eq!(host["cpus"], online.len(), "{host}");

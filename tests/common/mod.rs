@@ -205,19 +205,7 @@ http {{
 
 impl Drop for Nginx {
     fn drop(&mut self) {
-        // SIGTERM: fast shutdown of master and workers.
-        unsafe {
-            libc::kill(self.child.id() as i32, libc::SIGTERM);
-        }
-        let t0 = Instant::now();
-        while t0.elapsed() < Duration::from_secs(5) {
-            if let Ok(Some(_)) = self.child.try_wait() {
-                return;
-            }
-            std::thread::sleep(Duration::from_millis(10));
-        }
-        let _ = self.child.kill();
-        let _ = self.child.wait();
+        stop_child(&mut self.child);
     }
 }
 
@@ -451,18 +439,7 @@ impl PhpFpm {
 
 impl Drop for PhpFpm {
     fn drop(&mut self) {
-        unsafe {
-            libc::kill(self.child.id() as i32, libc::SIGTERM);
-        }
-        let t0 = Instant::now();
-        while t0.elapsed() < Duration::from_secs(5) {
-            if let Ok(Some(_)) = self.child.try_wait() {
-                return;
-            }
-            std::thread::sleep(Duration::from_millis(10));
-        }
-        let _ = self.child.kill();
-        let _ = self.child.wait();
+        stop_child(&mut self.child);
     }
 }
 
@@ -477,4 +454,29 @@ pub fn assert_valid(name: &str, v: &Value) {
         .take(5)
         .collect();
     assert!(errors.is_empty(), "{name}: {errors:?}");
+}
+
+/// SIGTERM (a fast shutdown of a master and its workers), then SIGKILL after 5 s.
+fn stop_child(child: &mut Child) {
+    unsafe {
+        libc::kill(child.id() as i32, libc::SIGTERM);
+    }
+    let t0 = Instant::now();
+    while t0.elapsed() < Duration::from_secs(5) {
+        if let Ok(Some(_)) = child.try_wait() {
+            return;
+        }
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    let _ = child.kill();
+    let _ = child.wait();
+}
+
+/// Asserts that a command succeeded, showing its stderr when it did not.
+pub fn assert_ok(out: &std::process::Output) {
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
 }
