@@ -123,6 +123,11 @@ pub struct ProcRates {
     pub rss_kb: u64,
     /// Open file descriptors at the end, and the soft limit.
     pub fds: Option<u64>,
+    /// The most open file descriptors seen in any sample of the window (in the
+    /// window's entry only): a limit reached mid-run shows here even if the last
+    /// sample is quiet.
+    #[serde(default)]
+    pub fds_max: Option<u64>,
     pub fd_limit: Option<u64>,
 }
 
@@ -216,6 +221,14 @@ pub struct QueueMax {
     /// Samples in which the queue was at (or past) the backlog.
     pub samples_full: u32,
     pub samples: u32,
+}
+
+impl ProcRates {
+    /// The most open fds over the run where known (the window's `fds_max`), else the
+    /// count at the end.
+    pub fn fds_peak(&self) -> Option<u64> {
+        self.fds_max.or(self.fds)
+    }
 }
 
 impl QueueMax {

@@ -134,6 +134,7 @@ impl Reader {
                     threads: y.stat.num_threads,
                     rss_kb: y.status.vm_rss_kb,
                     fds: y.fds,
+                    fds_max: None,
                     fd_limit: y.fd_limit,
                 })
             })
@@ -211,7 +212,15 @@ impl Reader {
         samples: &[Sample],
         all: &[Snapshot],
     ) -> Window {
-        let (dt, cpus, ifaces, processes) = self.rates(a, b);
+        let (dt, cpus, ifaces, mut processes) = self.rates(a, b);
+        // Gauges over the run, not at its end: the most fds each process held.
+        for p in processes.iter_mut() {
+            p.fds_max = all
+                .iter()
+                .filter_map(|s| s.procs.get(&p.pid)?.fds)
+                .chain(p.fds)
+                .max();
+        }
         let counters = b
             .counters
             .iter()
@@ -315,5 +324,82 @@ impl Reader {
                 .collect(),
             other_processes: self.others(a, b, dt),
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::collections::{BTreeMap, BTreeSet};
+    use std::time::{Duration, Instant};
+
+    use super::*;
+    use crate::run::{Listener, ServerProcess};
+    use crate::watch::snapshot::ProcSnap;
+
+    fn reader() -> Reader {
+        Reader {
+            net: String::new(),
+            procs: vec![ServerProcess {
+                pid: 42,
+                ppid: 1,
+                comm: "nginx".into(),
+                role: "worker".into(),
+            }],
+            diag: None,
+            port: 8080,
+            unix_inodes: BTreeSet::new(),
+            missing: BTreeSet::new(),
+            warnings: Vec::new(),
+            clk_tck: 100.0,
+            speeds: BTreeMap::new(),
+        }
+    }
+
+    /// A moment of the run: the worker's fds, the accept queue, TIME_WAIT, conntrack.
+    fn at(t0: Instant, s: u64, fds: u64, queue: u32, tw: u64, ct: u64) -> Snapshot {
+        let mut procs = BTreeMap::new();
+        procs.insert(
+            42,
+            ProcSnap {
+                fds: Some(fds),
+                fd_limit: Some(1024),
+                ..ProcSnap::default()
+            },
+        );
+        Snapshot {
+            at: Some(t0 + Duration::from_secs(s)),
+            procs,
+            listeners: vec![Listener {
+                addr: "127.0.0.1:8080".into(),
+                port: 8080,
+                inode: 1,
+                queue,
+                backlog: 128,
+            }],
+            sockstat: [("TCP.tw".to_string(), tw)].into_iter().collect(),
+            conntrack_count: Some(ct),
+            ..Snapshot::default()
+        }
+    }
+
+    /// Every gauge a rule uses is judged over the samples of the run: the limit reached
+    /// mid-run counts though the last sample (after the load drained) is quiet.
+    #[test]
+    fn gauges_are_judged_over_the_run_not_at_its_end() {
+        let r = reader();
+        let t0 = Instant::now();
+        let before = at(t0, 0, 10, 0, 0, 5);
+        let mid = at(t0, 1, 1020, 128, 30_000, 900);
+        let after = at(t0, 2, 12, 0, 3, 6);
+        let all = vec![before.clone(), mid.clone(), after.clone()];
+        let samples = vec![r.sample(t0, &before, &mid), r.sample(t0, &mid, &after)];
+        let w = r.window(&before, &after, &samples, &all);
+        let p = &w.processes[0];
+        assert_eq!((p.fds, p.fds_max), (Some(12), Some(1020)));
+        assert_eq!(p.fds_peak(), Some(1020));
+        let q = &w.listen_queues[0];
+        assert_eq!((q.max_queue, q.samples_full, q.samples), (128, 1, 3));
+        assert_eq!(w.time_wait_max, 30_000);
+        assert_eq!(w.conntrack.as_ref().unwrap().count_max_seen, 900);
     }
 }

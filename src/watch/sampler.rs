@@ -11,7 +11,7 @@ use crate::sys::sockdiag::{self, Diag};
 use crate::sys::thread_cpu::ThreadCpuSample;
 
 use super::host::link_speeds;
-use super::snapshot::{all_cpu_ticks, qdiscs, Reader, Snapshot};
+use super::snapshot::{all_cpu_ticks, qdiscs, ProcSnap, Reader, Snapshot};
 use super::{discover, WatchSpec, MAX_SAMPLES};
 
 /// The sampler thread: set-up, then a sample every interval until told to stop.
@@ -110,6 +110,18 @@ pub(super) fn sampler(
                 at: cur.at,
                 conntrack_count: cur.conntrack_count,
                 listeners: cur.listeners.clone(),
+                // Gauges the window judges over the run: open fds per process.
+                procs: cur
+                    .procs
+                    .iter()
+                    .map(|(pid, p)| {
+                        let fds = ProcSnap {
+                            fds: p.fds,
+                            ..ProcSnap::default()
+                        };
+                        (*pid, fds)
+                    })
+                    .collect(),
                 ..Snapshot::default()
             });
         } else if !dropped {

@@ -11,7 +11,7 @@ pub(super) fn fd_limit(c: &Ctx) -> Option<Finding> {
     let near = c
         .procs()
         .iter()
-        .filter_map(|p| Some((p, p.fds? as f64 / p.fd_limit? as f64)))
+        .filter_map(|p| Some((p, p.fds_peak()? as f64 / p.fd_limit? as f64)))
         .max_by(|a, b| a.1.total_cmp(&b.1));
     let (p, fill) = match near {
         Some((p, f)) if f >= 0.9 => (Some(p), f),
@@ -28,8 +28,11 @@ pub(super) fn fd_limit(c: &Ctx) -> Option<Finding> {
         },
     );
     if let Some(p) = p {
-        f.evidence
-            .push(fact("open fds", p.fds.unwrap_or(0) as f64, "fds"));
+        f.evidence.push(fact(
+            "open fds (most during the run)",
+            p.fds_peak().unwrap_or(0) as f64,
+            "fds",
+        ));
         f.evidence
             .push(fact("limit", p.fd_limit.unwrap_or(0) as f64, "fds"));
     }
@@ -52,8 +55,8 @@ pub(super) fn worker_connections_exhausted(c: &Ctx) -> Option<Finding> {
         .front_workers()
         .into_iter()
         .filter(|p| p.comm == "nginx")
-        .max_by_key(|p| p.fds.unwrap_or(0))?;
-    let fds = w.fds?;
+        .max_by_key(|p| p.fds_peak().unwrap_or(0))?;
+    let fds = w.fds_peak()?;
     if (fds as f64) < 0.9 * limit as f64 {
         return None;
     }
@@ -64,7 +67,7 @@ pub(super) fn worker_connections_exhausted(c: &Ctx) -> Option<Finding> {
         format!("nginx worker {} at its worker_connections ({limit})", w.pid),
     );
     f.evidence = vec![
-        fact("worker open fds", fds as f64, "fds"),
+        fact("worker open fds (most during the run)", fds as f64, "fds"),
         fact("worker_connections", limit as f64, "connections"),
     ];
     f.explanation = "Each worker handles at most worker_connections connections (client and upstream together); at the limit it stops accepting (error log: \"worker_connections are not enough\") and new connections wait in the accept queue or are dropped.".into();
@@ -98,6 +101,30 @@ mod tests {
         run.evidence.as_mut().unwrap().topology.nginx = Some(cfg);
         assert!(fires(&run, "worker-connections-exhausted"));
         set_fds(&mut run, 700);
+        assert!(!fires(&run, "worker-connections-exhausted"));
+    }
+
+    /// The limit reached mid-run, the last sample quiet (the load had drained): judged
+    /// on the most fds seen, the rules still fire.
+    #[test]
+    fn limits_are_judged_over_the_run_not_at_its_end() {
+        let mut run = fixture("healthy-before");
+        let mut cfg = crate::run::NginxConfig::default();
+        cfg.directives
+            .insert("worker_connections".into(), vec!["512".into()]);
+        let ev = run.evidence.as_mut().unwrap();
+        ev.topology.nginx = Some(cfg);
+        for p in ev.window.processes.iter_mut() {
+            p.fds = Some(12);
+            p.fd_limit = Some(1024);
+            p.fds_max = Some(1020);
+        }
+        assert!(fires(&run, "fd-limit"));
+        assert!(fires(&run, "worker-connections-exhausted"));
+        for p in run.evidence.as_mut().unwrap().window.processes.iter_mut() {
+            p.fds_max = Some(100);
+        }
+        assert!(!fires(&run, "fd-limit"));
         assert!(!fires(&run, "worker-connections-exhausted"));
     }
 }
