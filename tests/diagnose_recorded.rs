@@ -109,3 +109,21 @@ fn connection_cost_outranks_the_busy_cpu_it_causes() {
     let cpu = f.iter().find(|x| x.id == "server-cpu-saturated").unwrap();
     assert_eq!(cpu.kind, Kind::Info);
 }
+
+/// Regression (a lab run failed once on `proxy-buffers before: ["client-saturated",
+/// "small-proxy-buffers"]`): when the server has a limit of its own, that limit is the
+/// bottleneck and a saturated client is a warning beside it, however busy the client
+/// was; with a server that had headroom, the client comes first.
+#[test]
+fn a_saturated_client_ranks_first_only_when_the_server_had_headroom() {
+    let mut run = fixture("proxy-buffers-before");
+    run.client.busy_pct_mean = 99.0;
+    run.client.saturated = true;
+    let f = diagnose(&run);
+    assert_eq!(first_bottleneck(&f), Some("small-proxy-buffers"), "{:?}", ids(&f));
+    let client = f.iter().find(|x| x.id == "client-saturated").unwrap();
+    assert_eq!(client.kind, Kind::Warning);
+
+    let f = diagnose(&fixture("client-bound-before"));
+    assert_eq!(first_bottleneck(&f), Some("client-saturated"), "{:?}", ids(&f));
+}

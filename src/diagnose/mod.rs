@@ -5,8 +5,10 @@
 //!
 //! Ranking: bottlenecks first, by confidence; then warnings; then info. When a cause
 //! (a full listen queue, a stall, a hog) is found, "the server's CPU was saturated" is
-//! its consequence and is demoted to info. When the load generator itself set the pace,
-//! that comes first and every other finding says its conclusions are limited.
+//! its consequence and is demoted to info. When the load generator itself set the pace
+//! while the server had headroom, that comes first and every other finding says its
+//! conclusions are limited; when the server was at a limit too, the server's limit is
+//! the bottleneck and the client's saturation a warning beside it.
 
 pub mod explain;
 mod rules;
@@ -19,21 +21,35 @@ pub use explain::explain;
 pub fn diagnose(run: &Run) -> Vec<Finding> {
     let ctx = Ctx::new(run);
     let mut found: Vec<Finding> = rules::ALL.iter().filter_map(|rule| rule(&ctx)).collect();
-    // The server's CPU being busy is the consequence of a cause found elsewhere.
-    let causes = found
+    let bottleneck = |f: &Finding, pred: &dyn Fn(&str) -> bool| {
+        f.kind == Kind::Bottleneck && pred(f.id.as_str())
+    };
+    let is_capacity = |id: &str| rules::CAPACITY.contains(&id);
+    // A cause on the server's side (not its capacity, not the client).
+    let server_cause = found
         .iter()
-        .any(|f| f.kind == Kind::Bottleneck && !rules::CAPACITY.contains(&f.id.as_str()));
-    if causes {
-        for f in found.iter_mut() {
-            if rules::CAPACITY.contains(&f.id.as_str()) && f.kind == Kind::Bottleneck {
-                f.kind = Kind::Info;
-            }
-        }
-    }
+        .any(|f| bottleneck(f, &|id| id != "client-saturated" && !is_capacity(id)));
+    let server_full = found.iter().any(|f| bottleneck(f, &is_capacity));
     let client_bound = found
         .iter()
-        .any(|f| f.id == "client-saturated" && f.kind == Kind::Bottleneck);
-    if client_bound {
+        .any(|f| bottleneck(f, &|id| id == "client-saturated"));
+    // The server's CPU being busy is the consequence of a cause found elsewhere.
+    if server_cause {
+        for f in found.iter_mut().filter(|f| bottleneck(f, &is_capacity)) {
+            f.kind = Kind::Info;
+        }
+    }
+    if client_bound && (server_cause || server_full) {
+        // The server had no headroom either: its limit is the finding, the client's
+        // saturation a caveat beside it (the numbers are a floor).
+        for f in found.iter_mut().filter(|f| f.id == "client-saturated") {
+            f.kind = Kind::Warning;
+            f.explanation.push_str(
+                " The server was at a limit of its own too (see the bottleneck above), so that limit, not the client, is the finding; the rates are a floor.",
+            );
+        }
+    } else if client_bound {
+        // The server had headroom: the client set the pace, and comes first.
         for f in found.iter_mut().filter(|f| f.id != "client-saturated") {
             f.confidence *= 0.7;
             f.explanation
