@@ -120,10 +120,20 @@ fn a_saturated_client_ranks_first_only_when_the_server_had_headroom() {
     run.client.busy_pct_mean = 99.0;
     run.client.saturated = true;
     let f = diagnose(&run);
-    assert_eq!(first_bottleneck(&f), Some("small-proxy-buffers"), "{:?}", ids(&f));
+    assert_eq!(
+        first_bottleneck(&f),
+        Some("small-proxy-buffers"),
+        "{:?}",
+        ids(&f)
+    );
     let client = f.iter().find(|x| x.id == "client-saturated").unwrap();
     assert_eq!(client.kind, Kind::Warning);
 
     let f = diagnose(&fixture("client-bound-before"));
-    assert_eq!(first_bottleneck(&f), Some("client-saturated"), "{:?}", ids(&f));
+    assert_eq!(
+        first_bottleneck(&f),
+        Some("client-saturated"),
+        "{:?}",
+        ids(&f)
+    );
 }

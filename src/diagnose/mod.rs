@@ -222,6 +222,32 @@ impl<'a> Ctx<'a> {
         }
     }
 
+    /// The watched process closest to its open-files limit, and how full (most fds held
+    /// during the run ÷ soft limit).
+    pub fn fd_fill(&self) -> Option<(&'a ProcRates, f64)> {
+        self.procs()
+            .iter()
+            .filter_map(|p| Some((p, p.fds_peak()? as f64 / p.fd_limit? as f64)))
+            .max_by(|a, b| a.1.total_cmp(&b.1))
+    }
+
+    /// nginx's `worker_connections` and the most fds a front worker held, when both
+    /// are known.
+    pub fn worker_connections_fill(&self) -> Option<(&'a ProcRates, u64, u64)> {
+        let limit: u64 = self
+            .nginx("worker_connections")??
+            .split_whitespace()
+            .next()?
+            .parse()
+            .ok()?;
+        let w = self
+            .front_workers()
+            .into_iter()
+            .filter(|p| p.comm == "nginx")
+            .max_by_key(|p| p.fds_peak().unwrap_or(0))?;
+        Some((w, w.fds_peak()?, limit))
+    }
+
     /// The CPUs the server may use: its workers' affinity where known, else every
     /// online CPU.
     pub fn server_cpus(&self) -> u32 {

@@ -45,6 +45,11 @@ pub struct HostFacts {
     /// Sysctl name (dotted, `net.core.somaxconn`) → value, from the server's network
     /// namespace for per-namespace ones.
     pub sysctls: BTreeMap<String, String>,
+    /// Interfaces backed by a device (`/sys/class/net/IF/device`: a NIC with its own
+    /// interrupts and queues), as opposed to virtual ones (lo, veth, bridges); read in
+    /// loadlens's own namespace.
+    #[serde(default)]
+    pub physical_ifaces: Vec<String>,
     /// Interface → link speed in Mbit/s, where the link reports one.
     pub link_speed_mbps: BTreeMap<String, u64>,
     /// Interface → rate of a token-bucket qdisc (`tc ... tbf rate`) on it, bytes/s: an

@@ -68,11 +68,26 @@ impl Reader {
             loadgen_cpus: affinity,
             server_cpus: self.server_cpus(),
             sysctls,
+            physical_ifaces: physical_ifaces(),
             link_speed_mbps: self.speeds.clone(),
             cgroup_cpu_max: cgroup_cpu_max(),
             qdisc_rate_bytes_per_s: BTreeMap::new(),
         }
     }
+}
+
+/// Interfaces with a device behind them (a NIC), not virtual ones.
+fn physical_ifaces() -> Vec<String> {
+    let Ok(rd) = std::fs::read_dir("/sys/class/net") else {
+        return Vec::new();
+    };
+    let mut v: Vec<String> = rd
+        .flatten()
+        .filter(|e| e.path().join("device").exists())
+        .map(|e| e.file_name().to_string_lossy().to_string())
+        .collect();
+    v.sort();
+    v
 }
 
 /// CPUs online on the machine, whatever loadlens's own affinity or cgroup (which

@@ -183,8 +183,24 @@ pub(super) fn new_connection_cost(c: &Ctx) -> Option<Finding> {
 }
 
 /// One CPU's softirq time saturating while others are idle (one RX queue, no RPS).
+/// Only where the packets crossed a NIC: on loopback and veth the softirq work runs in
+/// the context of the process that sends (it is that process's own cost, on its own
+/// CPU), there are no interrupts to spread and no queues or RPS that would move it.
 pub(super) fn softirq_concentrated(c: &Ctx) -> Option<Finding> {
-    let cpus = &c.ev?.window.cpus;
+    let e = c.ev?;
+    let pkts = |i: &crate::run::IfaceRate| i.rx_packets_per_s + i.tx_packets_per_s;
+    let total: f64 = e.window.ifaces.iter().map(pkts).sum();
+    let nic: f64 = e
+        .window
+        .ifaces
+        .iter()
+        .filter(|i| e.host.physical_ifaces.contains(&i.name))
+        .map(pkts)
+        .sum();
+    if total <= 0.0 || nic < 0.5 * total {
+        return None;
+    }
+    let cpus = &e.window.cpus;
     let hot = cpus.iter().max_by(|a, b| a.softirq.total_cmp(&b.softirq))?;
     let idle_elsewhere = cpus
         .iter()
@@ -202,6 +218,7 @@ pub(super) fn softirq_concentrated(c: &Ctx) -> Option<Finding> {
     f.evidence = vec![
         fact("softirq share of the hot CPU", hot.softirq, "%"),
         fact("hot CPU", hot.cpu as f64, "CPU"),
+        fact("packets through a NIC", nic, "packets/s"),
     ];
     f.explanation = "Packet processing (NET_RX softirq) runs on the CPU that takes the NIC's interrupt; with one queue or all interrupts on one CPU, that CPU saturates while the others idle.".into();
     f.fix = "spread the work: more NIC queues (`ethtool -L`), IRQ affinity, or RPS (`/sys/class/net/IF/queues/rx-*/rps_cpus`)".into();
@@ -248,6 +265,27 @@ mod tests {
     #[test]
     fn softirq_concentrated() {
         let mut run = fixture("healthy-before");
+        // Over veth (the lab) it never fires: no NIC, no interrupts to spread.
+        let cpus = &mut run.evidence.as_mut().unwrap().window.cpus;
+        cpus[0].softirq = 65.0;
+        cpus[0].idle = 0.0;
+        cpus[1].softirq = 3.0;
+        cpus[1].idle = 70.0;
+        assert!(!fires(&run, "softirq-concentrated"));
+        // The same CPUs with the traffic on a NIC.
+        let ev = run.evidence.as_mut().unwrap();
+        let busiest = ev
+            .window
+            .ifaces
+            .iter()
+            .max_by(|a, b| a.rx_packets_per_s.total_cmp(&b.rx_packets_per_s))
+            .unwrap()
+            .name
+            .clone();
+        for i in ev.window.ifaces.iter_mut().filter(|i| i.name != busiest) {
+            (i.rx_packets_per_s, i.tx_packets_per_s) = (0.0, 0.0);
+        }
+        ev.host.physical_ifaces = vec![busiest];
         let set = |run: &mut Run, hot: f64| {
             let cpus = &mut run.evidence.as_mut().unwrap().window.cpus;
             cpus[0].softirq = hot;

@@ -8,11 +8,7 @@ pub(super) fn fd_limit(c: &Ctx) -> Option<Finding> {
         .iter()
         .filter_map(|k| c.run.results.connect_errors.get(*k))
         .sum::<u64>();
-    let near = c
-        .procs()
-        .iter()
-        .filter_map(|p| Some((p, p.fds_peak()? as f64 / p.fd_limit? as f64)))
-        .max_by(|a, b| a.1.total_cmp(&b.1));
+    let near = c.fd_fill();
     let (p, fill) = match near {
         Some((p, f)) if f >= 0.9 => (Some(p), f),
         _ if own > 0 => (None, 1.0),
@@ -45,18 +41,7 @@ pub(super) fn fd_limit(c: &Ctx) -> Option<Finding> {
 
 /// nginx workers holding nearly `worker_connections` connections (each one an fd).
 pub(super) fn worker_connections_exhausted(c: &Ctx) -> Option<Finding> {
-    let limit: u64 = c
-        .nginx("worker_connections")??
-        .split_whitespace()
-        .next()?
-        .parse()
-        .ok()?;
-    let w = c
-        .front_workers()
-        .into_iter()
-        .filter(|p| p.comm == "nginx")
-        .max_by_key(|p| p.fds_peak().unwrap_or(0))?;
-    let fds = w.fds_peak()?;
+    let (w, fds, limit) = c.worker_connections_fill()?;
     if (fds as f64) < 0.9 * limit as f64 {
         return None;
     }

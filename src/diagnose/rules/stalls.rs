@@ -11,6 +11,19 @@ pub(super) fn event_loop_stall(c: &Ctx) -> Option<Finding> {
     if c.counter("TcpExt.ListenOverflows") > 0 || r.errors.timeout > 0 {
         return None;
     }
+    // A worker out of fds or connections stops accepting while it serves what it
+    // holds: new connections wait in the accept queue and fail — slow requests, but a
+    // limit (fd-limit, worker-connections-exhausted), not a stopped loop.
+    if c.fd_fill().is_some_and(|(_, f)| f >= 0.9)
+        || c.worker_connections_fill()
+            .is_some_and(|(_, fds, limit)| fds as f64 >= 0.9 * limit as f64)
+    {
+        return None;
+    }
+    let failed = r.errors.read + r.errors.connect;
+    if failed as f64 > 0.01 * r.responses.max(1) as f64 {
+        return None;
+    }
     let h = r.latency.decode().ok()?;
     let p50 = h.value_at_quantile(0.5) as f64;
     let p99 = h.value_at_quantile(0.99) as f64;
@@ -61,4 +74,34 @@ pub(super) fn event_loop_stall(c: &Ctx) -> Option<Finding> {
     f.explanation = "Many connections were delayed by the same long pause while the median stayed fast: the worker's event loop stopped serving every connection it holds at once — a blocking call (log reopen, disk read), a stopped or throttled process.".into();
     f.fix = "find what blocks the worker (`strace -T -p PID`, `perf trace`, off-CPU profile); buffer logs (`access_log ... buffer=64k flush=1s`), use `aio threads` for disk".into();
     Some(f)
+}
+
+#[cfg(test)]
+mod tests {
+    use crate::diagnose::testutil::{fires, fixture};
+
+    /// Slow requests from a worker at its fd limit, or from connections failing, are
+    /// not a stopped event loop.
+    #[test]
+    fn a_worker_at_a_limit_is_not_a_stall() {
+        let run = fixture("event-loop-stall-before");
+        assert!(fires(&run, "event-loop-stall"));
+        let mut at_limit = run.clone();
+        for p in at_limit
+            .evidence
+            .as_mut()
+            .unwrap()
+            .window
+            .processes
+            .iter_mut()
+        {
+            p.fds_max = Some(1000);
+            p.fd_limit = Some(1024);
+        }
+        assert!(!fires(&at_limit, "event-loop-stall"));
+        assert!(fires(&at_limit, "fd-limit"));
+        let mut failing = run.clone();
+        failing.results.errors.read = failing.results.responses / 20;
+        assert!(!fires(&failing, "event-loop-stall"));
+    }
 }
