@@ -64,6 +64,8 @@ fn expected(name: &str) -> &'static str {
         "event-loop-stall" => "event-loop-stall",
         "slow-link" => "link-saturated",
         "client-bound" => "client-saturated",
+        "fd-limit" => "fd-limit",
+        "worker-connections" => "worker-connections-exhausted",
         other => panic!("no expectation for {other}"),
     }
 }
@@ -446,4 +448,50 @@ fn lab_needs_root_and_says_so() {
         .unwrap();
     assert_eq!(out.status.code(), Some(2));
     assert!(String::from_utf8_lossy(&out.stderr).contains("no scenario `nope`"));
+}
+
+fn worker_fds(run: &Value, field: &str) -> u64 {
+    run["evidence"]["window"]["processes"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|p| p["role"] == "worker")
+        .filter_map(|p| p[field].as_u64())
+        .max()
+        .unwrap_or(0)
+}
+
+#[test]
+fn fd_limit() {
+    let (before, after) = lab("fd-limit", "2s");
+    // The worker held every fd its limit allowed, and the rest waited or failed.
+    assert_eq!(worker_fds(&before, "fd_limit"), 64);
+    assert!(
+        worker_fds(&before, "fds_max") >= 60,
+        "{}",
+        worker_fds(&before, "fds_max")
+    );
+    assert!(
+        errors(&before) + before["results"]["non_2xx_3xx"].as_u64().unwrap() > 0,
+        "connections beyond the limit fail"
+    );
+    assert_eq!(worker_fds(&after, "fd_limit"), 8192);
+    assert_eq!(errors(&after), 0);
+}
+
+#[test]
+fn worker_connections() {
+    let (before, after) = lab("worker-connections", "2s");
+    assert_eq!(
+        before["evidence"]["topology"]["nginx"]["directives"]["worker_connections"][0],
+        "64"
+    );
+    // nginx closes connections to reuse them ("worker_connections are not enough").
+    assert!(errors(&before) > 0);
+    assert!(worker_fds(&before, "fds_max") <= 80);
+    assert_eq!(errors(&after), 0);
+    assert!(
+        worker_fds(&after, "fds_max") > 200,
+        "all 200 connections held"
+    );
 }

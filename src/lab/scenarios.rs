@@ -456,6 +456,47 @@ pub fn all() -> Vec<Scenario> {
                 })
             },
         },
+        Scenario {
+            name: "fd-limit",
+            summary: "an nginx worker whose open-files limit is far below the connections",
+            source: "throughput-drop-case-study.txt (accept4() failed (24: Too many open files))",
+            fault: "`worker_rlimit_nofile 64;` with 200 keep-alive connections",
+            fix: "`worker_rlimit_nofile 8192;`",
+            expected_finding: "fd-limit",
+            key: Key {
+                label: "worker open fds (most)",
+                read: |r| proc_max(r, "worker", |p| p.fds_peak().map(|v| v as f64)),
+            },
+            build: |w, fixed| {
+                w.two_hosts()?;
+                let limit = if fixed { "8192" } else { "64" };
+                let pid = start_front(w, Nginx {
+                        main_extra: format!("worker_rlimit_nofile {limit};"),
+                        ..Nginx::default()
+                    })?;
+                Ok(Setup::new(url("/1k.bin"), &["-c", "200", "--timeout", "1s"], vec![pid]))
+            },
+        },
+        Scenario {
+            name: "worker-connections",
+            summary: "nginx worker_connections below the connections the clients open",
+            source: "throughput-drop-case-study.txt (\"worker_connections are not enough\")",
+            fault: "`worker_connections 64;` with 200 keep-alive connections",
+            fix: "`worker_connections 4096;`",
+            expected_finding: "worker-connections-exhausted",
+            key: Key {
+                label: "worker open fds (most)",
+                read: |r| proc_max(r, "worker", |p| p.fds_peak().map(|v| v as f64)),
+            },
+            build: |w, fixed| {
+                w.two_hosts()?;
+                let pid = start_front(w, Nginx {
+                        worker_connections: if fixed { "4096" } else { "64" },
+                        ..Nginx::default()
+                    })?;
+                Ok(Setup::new(url("/1k.bin"), &["-c", "200", "--timeout", "1s"], vec![pid]))
+            },
+        },
     ]
 }
 

@@ -17,6 +17,8 @@ pub struct Nginx<'a> {
     pub listen: String,
     /// After the address in `listen`: `backlog=10`, `reuseport`.
     pub listen_opts: &'a str,
+    /// `worker_connections` in the events block.
+    pub worker_connections: &'a str,
     /// Top level of the config (`worker_cpu_affinity`, …).
     pub main_extra: String,
     /// Inside `http {}` (upstream blocks, gzip, …).
@@ -32,6 +34,7 @@ impl Default for Nginx<'_> {
             workers: "1",
             listen: String::new(),
             listen_opts: "backlog=4096",
+            worker_connections: "16384",
             main_extra: String::new(),
             http_extra: String::new(),
             server_extra: String::new(),
@@ -63,7 +66,7 @@ pub fn start_nginx(w: &mut World, ns: &str, ready_from: &str, n: &Nginx) -> anyh
 pid {d}/nginx.pid;
 error_log {d}/error.log warn;
 {main_extra}
-events {{ worker_connections 16384; }}
+events {{ worker_connections {worker_connections}; }}
 http {{
     access_log off;
     keepalive_requests 1000000;
@@ -82,6 +85,7 @@ http {{
 }}
 "#,
         workers = n.workers,
+        worker_connections = n.worker_connections,
         main_extra = n.main_extra,
         http_extra = n.http_extra,
         listen = n.listen,

@@ -26,6 +26,7 @@ const DIRECTIVES: &[&str] = &[
     "fastcgi_keep_conn",
     "access_log",
     "gzip",
+    "gzip_comp_level",
     "sendfile",
 ];
 

@@ -102,7 +102,35 @@ pub(super) fn server_cpu_saturated(c: &Ctx) -> Option<Finding> {
     } else {
         "the CPU is the limit: profile where it goes (`perf top -p PID`): TLS, gzip, logging, syscalls; or add machines".into()
     };
+    if let Some(level) = gzip_level(c).filter(|l| *l >= 5) {
+        // Responses were compressed on the fly at a costly level: deflate's cost grows
+        // fast with the level while the size barely shrinks past 4.
+        f.fix = format!(
+            "gzip compresses every response at `gzip_comp_level {level}`: lower it to 1–4 (nearly the same size for far less CPU) or serve precompressed files (`gzip_static on;`); {}",
+            f.fix
+        );
+    }
     Some(f)
+}
+
+/// nginx's `gzip_comp_level` when `gzip on` and the responses were compressed (the
+/// client asked for it).
+fn gzip_level(c: &Ctx) -> Option<u32> {
+    let on = c.nginx("gzip")??.split(" | ").any(|v| v == "on");
+    let asked = c
+        .run
+        .spec
+        .headers
+        .iter()
+        .any(|h| h.to_ascii_lowercase().starts_with("accept-encoding:") && h.contains("gzip"));
+    if !on || !asked {
+        return None;
+    }
+    // nginx's default level is 1.
+    Some(match c.nginx("gzip_comp_level")? {
+        Some(v) => v.split(" | ").filter_map(|x| x.parse().ok()).max()?,
+        None => 1,
+    })
 }
 
 /// Workers very unevenly loaded (one shared accept queue without reuseport).
@@ -297,5 +325,32 @@ mod tests {
         assert!(fires(&run, "softirq-concentrated"));
         set(&mut run, 30.0);
         assert!(!fires(&run, "softirq-concentrated"));
+    }
+
+    /// A server busy compressing at a costly level: the fix names gzip.
+    #[test]
+    fn cpu_spent_on_gzip_names_gzip_in_the_fix() {
+        let mut run = fixture("healthy-before");
+        let fix = |run: &Run| {
+            crate::diagnose::diagnose(run)
+                .into_iter()
+                .find(|f| f.id == "server-cpu-saturated")
+                .unwrap()
+                .fix
+        };
+        assert!(!fix(&run).contains("gzip_comp_level"));
+        run.spec.headers = vec!["Accept-Encoding: gzip".into()];
+        let nginx = run
+            .evidence
+            .as_mut()
+            .unwrap()
+            .topology
+            .nginx
+            .get_or_insert_with(Default::default);
+        nginx.directives.insert("gzip".into(), vec!["on".into()]);
+        nginx
+            .directives
+            .insert("gzip_comp_level".into(), vec!["9".into()]);
+        assert!(fix(&run).starts_with("gzip compresses every response at `gzip_comp_level 9`"));
     }
 }
