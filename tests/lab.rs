@@ -29,19 +29,23 @@ fn host_sysctls() -> Vec<String> {
         .collect()
 }
 
-fn lab_namespaces() -> Vec<String> {
+/// The namespaces of the lab run with process id `pid` (`ll-<pid>-…`): scoped, so a
+/// lab run elsewhere on the machine does not fail this test.
+fn lab_namespaces(pid: u32) -> Vec<String> {
+    let prefix = format!("ll-{pid}-");
     let out = Command::new("ip").args(["netns", "list"]).output().unwrap();
     String::from_utf8_lossy(&out.stdout)
         .lines()
         .filter_map(|l| l.split_whitespace().next())
-        .filter(|n| n.starts_with("ll-"))
+        .filter(|n| n.starts_with(&prefix))
         .map(String::from)
         .collect()
 }
 
-fn lab_processes() -> Vec<String> {
+/// The processes left by the lab run `pid` (their command lines name its directory).
+fn lab_processes(pid: u32) -> Vec<String> {
     let out = Command::new("pgrep")
-        .args(["-af", "loadlens-lab-"])
+        .args(["-af", &format!("loadlens-lab-{pid}-")])
         .output()
         .unwrap();
     String::from_utf8_lossy(&out.stdout)
@@ -106,7 +110,7 @@ fn lab_runs(name: &str, duration: &str) -> (Value, Value) {
     let _guard = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
     let sysctls = host_sysctls();
     let dir = tempfile::tempdir().unwrap();
-    let out = common::loadlens()
+    let child = common::loadlens()
         .args([
             "lab",
             "run",
@@ -118,8 +122,12 @@ fn lab_runs(name: &str, duration: &str) -> (Value, Value) {
             "--json-dir",
         ])
         .arg(dir.path())
-        .output()
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
         .unwrap();
+    let pid = child.id();
+    let out = child.wait_with_output().unwrap();
     let stdout = String::from_utf8_lossy(&out.stdout);
     assert!(
         out.status.success(),
@@ -129,12 +137,12 @@ fn lab_runs(name: &str, duration: &str) -> (Value, Value) {
     assert!(stdout.contains("after fix"), "{stdout}");
     // Nothing left behind, nothing changed on the host.
     assert_eq!(
-        lab_namespaces(),
+        lab_namespaces(pid),
         Vec::<String>::new(),
         "namespaces left by {name}"
     );
     assert_eq!(
-        lab_processes(),
+        lab_processes(pid),
         Vec::<String>::new(),
         "processes left by {name}"
     );
@@ -381,14 +389,15 @@ fn stale_world_from_a_killed_run_is_removed() {
         .stdout(std::process::Stdio::null())
         .spawn()
         .unwrap();
+    let killed = child.id();
     let t0 = std::time::Instant::now();
-    while lab_namespaces().len() < 2 && t0.elapsed().as_secs() < 10 {
+    while lab_namespaces(killed).len() < 2 && t0.elapsed().as_secs() < 10 {
         std::thread::sleep(std::time::Duration::from_millis(100));
     }
     std::thread::sleep(std::time::Duration::from_millis(500));
     child.kill().unwrap(); // SIGKILL: no cleanup runs
     child.wait().unwrap();
-    assert_eq!(lab_namespaces().len(), 2, "the killed run left its world");
+    assert_eq!(lab_namespaces(killed).len(), 2, "the killed run left its world");
     let out = common::loadlens()
         .args(["lab", "run", "healthy", "-q", "-d", "500ms"])
         .output()
@@ -399,8 +408,8 @@ fn stale_world_from_a_killed_run_is_removed() {
         String::from_utf8_lossy(&out.stderr)
     );
     assert!(String::from_utf8_lossy(&out.stderr).contains("left by a killed lab run"));
-    assert_eq!(lab_namespaces(), Vec::<String>::new());
-    assert_eq!(lab_processes(), Vec::<String>::new());
+    assert_eq!(lab_namespaces(killed), Vec::<String>::new());
+    assert_eq!(lab_processes(killed), Vec::<String>::new());
 }
 
 #[test]
@@ -412,17 +421,18 @@ fn interrupt_cleans_up() {
         .stderr(std::process::Stdio::piped())
         .spawn()
         .unwrap();
+    let pid = child.id();
     let t0 = std::time::Instant::now();
-    while lab_namespaces().len() < 2 && t0.elapsed().as_secs() < 10 {
+    while lab_namespaces(pid).len() < 2 && t0.elapsed().as_secs() < 10 {
         std::thread::sleep(std::time::Duration::from_millis(100));
     }
     std::thread::sleep(std::time::Duration::from_millis(1500));
-    unsafe { libc::kill(child.id() as i32, libc::SIGINT) };
+    unsafe { libc::kill(pid as i32, libc::SIGINT) };
     let out = child.wait_with_output().unwrap();
     assert!(t0.elapsed().as_secs() < 15, "Ctrl-C ended the run early");
     assert!(String::from_utf8_lossy(&out.stderr).contains("interrupted"));
-    assert_eq!(lab_namespaces(), Vec::<String>::new());
-    assert_eq!(lab_processes(), Vec::<String>::new());
+    assert_eq!(lab_namespaces(pid), Vec::<String>::new());
+    assert_eq!(lab_processes(pid), Vec::<String>::new());
 }
 
 #[test]
