@@ -397,7 +397,11 @@ fn stale_world_from_a_killed_run_is_removed() {
     std::thread::sleep(std::time::Duration::from_millis(500));
     child.kill().unwrap(); // SIGKILL: no cleanup runs
     child.wait().unwrap();
-    assert_eq!(lab_namespaces(killed).len(), 2, "the killed run left its world");
+    assert_eq!(
+        lab_namespaces(killed).len(),
+        2,
+        "the killed run left its world"
+    );
     let out = common::loadlens()
         .args(["lab", "run", "healthy", "-q", "-d", "500ms"])
         .output()
