@@ -41,7 +41,7 @@ fn busiest<'a>(
     f: fn(&ProcRates) -> Option<f64>,
 ) -> Option<f64> {
     procs
-        .filter(|p| p.role == "worker")
+        .filter(|p| p.role == "worker" && p.is_front())
         .filter_map(f)
         .fold(None, |m: Option<f64>, x| Some(m.map_or(x, |m| m.max(x))))
 }

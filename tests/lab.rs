@@ -165,7 +165,7 @@ fn worker(run: &Value, field: &str) -> f64 {
         .as_array()
         .unwrap()
         .iter()
-        .filter(|p| p["role"] == "worker")
+        .filter(|p| p["role"] == "worker" && p["tier"] == "front")
         .filter_map(|p| p[field].as_f64())
         .fold(0.0, f64::max)
 }
@@ -246,6 +246,18 @@ fn php_fpm_children() {
         .find(|q| q["addr"].as_str().unwrap().ends_with("fpm.sock"))
         .expect("php-fpm's unix listener watched");
     assert!(fpm["max_queue"].as_u64().unwrap() > 10, "{fpm}");
+    // php-fpm is watched as the upstream, nginx as the front.
+    for p in before["evidence"]["topology"]["processes"]
+        .as_array()
+        .unwrap()
+    {
+        let want = if p["comm"] == "nginx" {
+            "front"
+        } else {
+            "upstream"
+        };
+        assert_eq!(p["tier"], want, "{p}");
+    }
     assert_eq!(bad(&after), 0);
     assert!(rps(&after) > 5.0 * rps(&before));
 }
@@ -262,6 +274,9 @@ fn ephemeral_ports() {
     );
     assert_eq!(s502(&after), 0);
     assert_eq!(after["results"]["non_2xx_3xx"], 0);
+    // "connect() to 127.0.0.1:8081 failed (99: Cannot assign requested address)"
+    assert!(logged(&before, "cannot-assign-address") > 0);
+    assert_eq!(logged(&after, "cannot-assign-address"), 0);
 }
 
 #[test]
@@ -464,12 +479,24 @@ fn lab_needs_root_and_says_so() {
     assert!(String::from_utf8_lossy(&out.stderr).contains("no scenario `nope`"));
 }
 
+/// Lines of a class in the servers' error logs over the run.
+fn logged(run: &Value, class: &str) -> u64 {
+    run["evidence"]["logs"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .flat_map(|l| l["classes"].as_array().unwrap())
+        .filter(|c| c["class"] == class)
+        .map(|c| c["count"].as_u64().unwrap())
+        .sum()
+}
+
 fn worker_fds(run: &Value, field: &str) -> u64 {
     run["evidence"]["window"]["processes"]
         .as_array()
         .unwrap()
         .iter()
-        .filter(|p| p["role"] == "worker")
+        .filter(|p| p["role"] == "worker" && p["tier"] == "front")
         .filter_map(|p| p[field].as_u64())
         .max()
         .unwrap_or(0)
@@ -491,6 +518,9 @@ fn fd_limit() {
     );
     assert_eq!(worker_fds(&after, "fd_limit"), 8192);
     assert_eq!(errors(&after), 0);
+    // nginx said so in its error log, and stopped saying it once fixed.
+    assert!(logged(&before, "too-many-open-files") > 0);
+    assert_eq!(logged(&after, "too-many-open-files"), 0);
 }
 
 #[test]
@@ -508,4 +538,6 @@ fn worker_connections() {
         worker_fds(&after, "fds_max") > 200,
         "all 200 connections held"
     );
+    assert!(logged(&before, "worker-connections-not-enough") > 0);
+    assert_eq!(logged(&after, "worker-connections-not-enough"), 0);
 }

@@ -171,16 +171,46 @@ impl<'a> Ctx<'a> {
         }
     }
 
-    /// The workers of the process serving the URL (the first watched comm: nginx).
+    /// The workers of the process serving the URL: the `front` tier, or in Runs
+    /// recorded before tiers, the first watched comm.
     pub fn front_workers(&self) -> Vec<&'a ProcRates> {
+        let tiered = self.procs().iter().any(|p| !p.tier.is_empty());
         let front = self
             .ev
             .and_then(|e| e.topology.processes.first())
             .map(|p| p.comm.clone());
         self.workers()
             .into_iter()
-            .filter(|p| front.as_deref().is_none_or(|c| c == p.comm))
+            .filter(|p| {
+                if tiered {
+                    p.tier == "front"
+                } else {
+                    front.as_deref().is_none_or(|c| c == p.comm)
+                }
+            })
             .collect()
+    }
+
+    /// The processes behind the front (php-fpm, a backend), when any were watched.
+    pub fn upstream_procs(&self) -> Vec<&'a ProcRates> {
+        self.procs()
+            .iter()
+            .filter(|p| p.tier == "upstream")
+            .collect()
+    }
+
+    /// A class of message in the servers' error logs over the window: its count over
+    /// every log, and the first example.
+    pub fn log(&self, class: &str) -> Option<(u64, &'a str)> {
+        let mut hits = self
+            .ev?
+            .logs
+            .iter()
+            .flat_map(|l| l.classes.iter())
+            .filter(|c| c.class == class)
+            .peekable();
+        let example = hits.peek()?.example.as_str();
+        Some((hits.map(|c| c.count).sum(), example))
     }
 
     /// Mean response size (bytes read per response), or 0.

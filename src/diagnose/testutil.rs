@@ -30,3 +30,28 @@ pub fn with_counters(kv: &[(&str, u64)]) -> Run {
 pub fn histogram() -> Histogram<u64> {
     Histogram::new_with_bounds(1, 5_000_000, 3).unwrap()
 }
+
+/// `run` with a server log holding `count` lines of `class`, the example being the
+/// first line of `tests/data/logs/FILE` containing `needle` (captured from the lab).
+pub fn with_log(run: &mut Run, class: &str, count: u64, file: &str, needle: &str) {
+    let p = format!("{}/tests/data/logs/{file}", env!("CARGO_MANIFEST_DIR"));
+    let text = std::fs::read_to_string(&p).unwrap_or_else(|e| panic!("{p}: {e}"));
+    let example = text
+        .lines()
+        .find(|l| l.contains(needle))
+        .unwrap_or_else(|| panic!("{needle} not in {p}"))
+        .to_string();
+    let logs = &mut run.evidence.as_mut().unwrap().logs;
+    if logs.is_empty() {
+        logs.push(crate::run::ServerLog {
+            path: format!("/var/log/{file}"),
+            server: "nginx".into(),
+            ..Default::default()
+        });
+    }
+    logs[0].classes.push(crate::run::LogClass {
+        class: class.into(),
+        count,
+        example,
+    });
+}

@@ -143,13 +143,13 @@ fn counter(run: &Run, key: &str) -> Option<f64> {
     Some(e.window.counters.get(key).copied().unwrap_or(0) as f64)
 }
 
-/// The busiest watched process whose role is `role`.
+/// The busiest process of the front whose role is `role`.
 fn proc_max(run: &Run, role: &str, f: fn(&crate::run::ProcRates) -> Option<f64>) -> Option<f64> {
     let e = run.evidence.as_ref()?;
     e.window
         .processes
         .iter()
-        .filter(|p| p.role == role)
+        .filter(|p| p.role == role && p.is_front())
         .filter_map(f)
         .fold(None, |m: Option<f64>, v| Some(m.map_or(v, |m| m.max(v))))
 }

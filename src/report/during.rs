@@ -148,6 +148,36 @@ pub fn render(e: &Evidence) -> String {
             );
         }
     }
+    for l in &e.logs {
+        let known: u64 = l.classes.iter().map(|c| c.count).sum();
+        if known + l.other_lines > 0 {
+            let classes: Vec<String> = l
+                .classes
+                .iter()
+                .map(|c| format!("{} ×{}", c.class, c.count))
+                .chain((l.other_lines > 0).then(|| format!("other ×{}", l.other_lines)))
+                .collect();
+            let _ = writeln!(
+                o,
+                "  log       {} ({}): {}",
+                l.path,
+                l.server,
+                classes.join(", ")
+            );
+            let example = l
+                .classes
+                .first()
+                .map(|c| c.example.as_str())
+                .or(l.other_example.as_deref());
+            if let Some(ex) = example {
+                let ex: String = ex.chars().take(110).collect();
+                let _ = writeln!(o, "              {ex}");
+            }
+        }
+        if let Some(n) = &l.note {
+            let _ = writeln!(o, "  note: {n}");
+        }
+    }
     for warn in &e.warnings {
         let _ = writeln!(o, "  note: {warn}");
     }

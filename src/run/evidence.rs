@@ -6,7 +6,7 @@ use std::collections::BTreeMap;
 
 use serde::{Deserialize, Serialize};
 
-use super::Topology;
+use super::{ServerLog, Topology};
 
 /// Everything watched during a run.
 #[derive(Debug, Clone, Default, Serialize, Deserialize, schemars::JsonSchema)]
@@ -21,6 +21,9 @@ pub struct Evidence {
     pub samples: Vec<Sample>,
     /// Deltas over exactly the load window.
     pub window: Window,
+    /// The servers' error logs over the window, classified (nginx, php-fpm).
+    #[serde(default)]
+    pub logs: Vec<ServerLog>,
     /// Sources that could not be read, and why (the run went on without them).
     pub warnings: Vec<String>,
     /// The sampler thread's own CPU use over the window, percent of one core: the cost
@@ -103,6 +106,9 @@ pub struct ProcRates {
     pub pid: i32,
     pub comm: String,
     pub role: String,
+    /// `front` or `upstream` (see `ServerProcess::tier`); empty in older Runs.
+    #[serde(default)]
+    pub tier: String,
     /// CPU use, percent of one core (user + system), and its parts.
     pub cpu_pct: f64,
     pub user_pct: f64,
@@ -225,10 +231,18 @@ pub struct QueueMax {
     pub backlog: u32,
     /// Samples in which the queue was at (or past) the backlog.
     pub samples_full: u32,
+    /// Samples in which connections were waiting in it at all.
+    #[serde(default)]
+    pub samples_queued: u32,
     pub samples: u32,
 }
 
 impl ProcRates {
+    /// Whether it serves the URL (the front), or is in a Run recorded before tiers.
+    pub fn is_front(&self) -> bool {
+        self.tier != "upstream"
+    }
+
     /// The most open fds over the run where known (the window's `fds_max`), else the
     /// count at the end.
     pub fn fds_peak(&self) -> Option<u64> {

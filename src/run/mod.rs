@@ -17,6 +17,7 @@ mod compare;
 mod evidence;
 mod finding;
 mod load;
+mod logs;
 mod repeat;
 mod sweep;
 mod topology;
@@ -39,6 +40,7 @@ pub use load::{
     decode_histogram, encode_histogram, ErrorCounts, LatencySummary, LoadMetric, LoadResults,
     Percentile, Second, Spread, LOAD_METRICS, PERCENTILES,
 };
+pub use logs::{LogClass, ServerLog};
 pub use repeat::Repetition;
 pub use sweep::{Ceiling, Cell, Dim, Step, Sweep, SWEEP_SCHEMA_VERSION};
 pub use topology::{Listener, NginxConfig, ServerProcess, Topology};

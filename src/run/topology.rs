@@ -36,6 +36,11 @@ pub struct ServerProcess {
     /// `master` (its children are watched too), `worker` (a child of a watched
     /// process), or `server` (neither).
     pub role: String,
+    /// `front`: serves the URL (holds its listening socket, or was named by
+    /// `--server-pid`/`--server-name` when nothing holds it); `upstream`: where the
+    /// front passes requests (found from nginx's `*_pass` directives, or named).
+    #[serde(default)]
+    pub tier: String,
 }
 
 /// A listening socket and its queue.
@@ -61,4 +66,9 @@ pub struct NginxConfig {
     /// Directive → each value it has in the configuration, in order (`listen` may appear
     /// many times; `keepalive` in an upstream block and at server level are both here).
     pub directives: BTreeMap<String, Vec<String>>,
+    /// Where it passes requests (`proxy_pass`, `fastcgi_pass`, … and the servers of
+    /// the `upstream` blocks they name), as written: `unix:/run/php/php8.2-fpm.sock`,
+    /// `127.0.0.1:9000`.
+    #[serde(default)]
+    pub upstreams: Vec<String>,
 }

@@ -90,8 +90,7 @@ pub fn discover(
 ) -> Found {
     let mut warnings = Vec::new();
     let procs = all_processes();
-    let mut chosen = hinted.clone();
-    let local = !chosen.is_empty() || is_local(target.ip());
+    let local = !hinted.is_empty() || is_local(target.ip());
     let mut topo = Topology {
         netns: netns.to_string(),
         ..Topology::default()
@@ -119,70 +118,62 @@ pub fn discover(
         }
     }
 
-    // Processes holding the listening socket.
+    // Processes holding the listening socket: the front, with its children.
     let wanted: BTreeSet<u64> = topo.listeners.iter().map(|l| l.inode).collect();
-    let mut unreadable = 0;
-    if !wanted.is_empty() {
-        for pid in procs.keys() {
-            match socket_inodes(*pid) {
-                Some(inodes) if !inodes.is_disjoint(&wanted) => {
-                    chosen.insert(*pid);
+    let mut holders = Holders::default();
+    let mut front = holders.holding(&wanted);
+    let mut upstream = BTreeSet::new();
+    if front.is_empty() {
+        front = hinted.clone();
+    } else {
+        // Named processes that are not the front are its upstreams (php-fpm, a backend).
+        upstream.extend(hinted.difference(&front).copied());
+    }
+    let front = with_children(&front, &procs);
+    push_processes(&mut topo, &front, "front", &procs);
+    read_nginx(&mut topo, &mut warnings);
+
+    // Upstreams named in nginx's configuration: who listens there.
+    let mut upstream_unix: Vec<Listener> = Vec::new();
+    if let (Some(cfg), Some(d)) = (topo.nginx.clone(), diag.as_deref_mut()) {
+        let mut inodes = BTreeSet::new();
+        for addr in &cfg.upstreams {
+            match upstream_listeners(d, addr) {
+                Ok(ls) => {
+                    inodes.extend(ls.iter().map(|l| l.inode));
+                    if addr.starts_with("unix:") {
+                        upstream_unix.extend(ls);
+                    }
                 }
-                Some(_) => {}
-                None => unreadable += 1,
+                Err(e) => warnings.push(format!("upstream {addr} not found: {e}")),
             }
         }
+        upstream.extend(holders.holding(&inodes));
     }
-    // A master's children are watched too (nginx workers, php-fpm children).
-    let roots: Vec<i32> = chosen.iter().copied().collect();
-    for (pid, (ppid, _)) in &procs {
-        if roots.contains(ppid) {
-            chosen.insert(*pid);
-        }
-    }
-    for pid in &chosen {
-        let Some((ppid, comm)) = procs.get(pid) else {
-            continue;
-        };
-        let has_children = chosen
-            .iter()
-            .any(|c| procs.get(c).is_some_and(|(pp, _)| pp == pid));
-        let role = if chosen.contains(ppid) {
-            "worker"
-        } else if has_children {
-            "master"
-        } else {
-            "server"
-        };
-        topo.processes.push(ServerProcess {
-            pid: *pid,
-            ppid: *ppid,
-            comm: comm.clone(),
-            role: role.to_string(),
-        });
-    }
+    let upstream: BTreeSet<i32> = with_children(&upstream, &procs)
+        .difference(&front)
+        .copied()
+        .collect();
+    push_processes(&mut topo, &upstream, "upstream", &procs);
+    let unreadable = holders.unreadable;
+    let chosen: BTreeSet<i32> = front.union(&upstream).copied().collect();
 
     // Unix listeners the watched processes hold (php-fpm's socket, for example).
     if let (Some(d), false) = (diag, topo.processes.is_empty()) {
         let mut held = BTreeSet::new();
-        for p in &topo.processes {
-            held.extend(socket_inodes(p.pid).unwrap_or_default());
+        for p in &chosen {
+            held.extend(socket_inodes(*p).unwrap_or_default());
         }
         if let Ok(us) = d.unix_listeners() {
             topo.unix_listeners = us.into_iter().filter(|u| held.contains(&u.inode)).collect();
         }
     }
-
-    if let Some(m) = topo
-        .processes
-        .iter()
-        .find(|p| p.comm == "nginx" && p.role != "worker")
-    {
-        match super::nginx::read(m.pid) {
-            Ok(cfg) => topo.nginx = Some(cfg),
-            Err(e) => warnings.push(format!("nginx configuration not read: {e}")),
+    for u in upstream_unix {
+        if !topo.unix_listeners.iter().any(|l| l.inode == u.inode) {
+            topo.unix_listeners.push(u);
         }
     }
+
     topo.summary = summarize(&topo, target);
     if topo.processes.is_empty() {
         let why = if topo.listeners.is_empty() {
@@ -201,42 +192,165 @@ pub fn discover(
     }
 }
 
+/// Which processes hold which sockets, read once per process on first use.
+#[derive(Default)]
+struct Holders {
+    inodes: Option<BTreeMap<i32, BTreeSet<u64>>>,
+    unreadable: usize,
+}
+
+impl Holders {
+    /// The processes holding any of `wanted`.
+    fn holding(&mut self, wanted: &BTreeSet<u64>) -> BTreeSet<i32> {
+        if wanted.is_empty() {
+            return BTreeSet::new();
+        }
+        let unreadable = &mut self.unreadable;
+        let all = self.inodes.get_or_insert_with(|| {
+            let mut m = BTreeMap::new();
+            for pid in all_pid_stats().into_keys() {
+                match socket_inodes(pid) {
+                    Some(i) => {
+                        m.insert(pid, i);
+                    }
+                    None => *unreadable += 1,
+                }
+            }
+            m
+        });
+        all.iter()
+            .filter(|(_, i)| !i.is_disjoint(wanted))
+            .map(|(p, _)| *p)
+            .collect()
+    }
+}
+
+/// `roots` and their children (a master's workers: nginx workers, php-fpm children).
+fn with_children(roots: &BTreeSet<i32>, procs: &BTreeMap<i32, (i32, String)>) -> BTreeSet<i32> {
+    let mut out = roots.clone();
+    out.extend(
+        procs
+            .iter()
+            .filter(|(_, (ppid, _))| roots.contains(ppid))
+            .map(|(p, _)| *p),
+    );
+    out
+}
+
+fn push_processes(
+    topo: &mut Topology,
+    pids: &BTreeSet<i32>,
+    tier: &str,
+    procs: &BTreeMap<i32, (i32, String)>,
+) {
+    for pid in pids {
+        let Some((ppid, comm)) = procs.get(pid) else {
+            continue;
+        };
+        let has_children = pids
+            .iter()
+            .any(|c| procs.get(c).is_some_and(|(pp, _)| pp == pid));
+        let role = if pids.contains(ppid) {
+            "worker"
+        } else if has_children {
+            "master"
+        } else {
+            "server"
+        };
+        topo.processes.push(ServerProcess {
+            pid: *pid,
+            ppid: *ppid,
+            comm: comm.clone(),
+            role: role.to_string(),
+            tier: tier.to_string(),
+        });
+    }
+}
+
+/// nginx's running configuration, from the front's master.
+fn read_nginx(topo: &mut Topology, warnings: &mut Vec<String>) {
+    let Some(m) = topo
+        .processes
+        .iter()
+        .find(|p| p.comm == "nginx" && p.role != "worker")
+    else {
+        return;
+    };
+    match super::nginx::read(m.pid) {
+        Ok(cfg) => topo.nginx = Some(cfg),
+        Err(e) => warnings.push(format!("nginx configuration not read: {e}")),
+    }
+}
+
+/// The listening sockets behind an upstream address as nginx writes it:
+/// `unix:/run/php/php8.2-fpm.sock` or `host:port` (a name is resolved; no port is 80).
+fn upstream_listeners(d: &mut Diag, addr: &str) -> std::io::Result<Vec<Listener>> {
+    if let Some(path) = addr.strip_prefix("unix:") {
+        let path = path.split(':').next().unwrap_or(path);
+        return Ok(d
+            .unix_listeners()?
+            .into_iter()
+            .filter(|l| l.addr == path)
+            .collect());
+    }
+    let with_port = if addr
+        .rsplit_once(':')
+        .is_some_and(|(_, p)| p.parse::<u16>().is_ok())
+    {
+        addr.to_string()
+    } else {
+        format!("{addr}:80")
+    };
+    use std::net::ToSocketAddrs;
+    let targets: Vec<SocketAddr> = with_port.to_socket_addrs()?.collect();
+    let Some(port) = targets.first().map(|t| t.port()) else {
+        return Ok(Vec::new());
+    };
+    Ok(d.tcp_listeners(Some(port))?
+        .into_iter()
+        .filter(|l| targets.iter().any(|t| listener_matches(l, *t)))
+        .collect())
+}
+
 fn summarize(t: &Topology, target: SocketAddr) -> String {
-    let mut by_comm: BTreeMap<&str, (Vec<i32>, usize, usize)> = BTreeMap::new();
-    for p in &t.processes {
-        let e = by_comm.entry(p.comm.as_str()).or_default();
-        match p.role.as_str() {
-            "worker" => e.1 += 1,
-            _ => {
-                e.0.push(p.pid);
-                e.2 += 1
+    let describe = |tier: &str| -> String {
+        let mut by_comm: BTreeMap<&str, (Vec<i32>, usize)> = BTreeMap::new();
+        for p in t.processes.iter().filter(|p| p.tier == tier) {
+            let e = by_comm.entry(p.comm.as_str()).or_default();
+            match p.role.as_str() {
+                "worker" => e.1 += 1,
+                _ => e.0.push(p.pid),
             }
         }
-    }
-    let parts: Vec<String> = by_comm
-        .iter()
-        .map(|(comm, (masters, workers, _))| {
-            let m = masters
-                .iter()
-                .map(|p| p.to_string())
-                .collect::<Vec<_>>()
-                .join(",");
-            match (*workers, masters.is_empty()) {
-                (0, _) => format!("{comm} {m}"),
-                (w, true) => format!("{w} {comm} worker{}", if w == 1 { "" } else { "s" }),
-                (w, false) => format!(
-                    "{comm} master {m} + {w} worker{}",
-                    if w == 1 { "" } else { "s" }
-                ),
-            }
-        })
-        .collect();
+        by_comm
+            .iter()
+            .map(|(comm, (masters, workers))| {
+                let m = masters
+                    .iter()
+                    .map(|p| p.to_string())
+                    .collect::<Vec<_>>()
+                    .join(",");
+                let ws = if *workers == 1 { "" } else { "s" };
+                match (*workers, masters.is_empty()) {
+                    (0, _) => format!("{comm} {m}"),
+                    (w, true) => format!("{w} {comm} worker{ws}"),
+                    (w, false) => format!("{comm} master {m} + {w} worker{ws}"),
+                }
+            })
+            .collect::<Vec<_>>()
+            .join(", ")
+    };
+    let parts = describe("front");
+    let upstream = describe("upstream");
     let on = t
         .listeners
         .first()
         .map(|l| l.addr.clone())
         .unwrap_or_else(|| target.to_string());
-    let mut s = format!("watching {} on {on}", parts.join(", "));
+    let mut s = format!("watching {parts} on {on}");
+    if !upstream.is_empty() {
+        s.push_str(&format!(", upstream {upstream}"));
+    }
     if t.netns != "loadlens" {
         s.push_str(&format!(" (network namespace of {})", t.netns));
     }

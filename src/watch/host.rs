@@ -29,14 +29,13 @@ const SYSCTLS: &[&str] = &[
 ];
 
 impl Reader {
-    /// The CPUs the watched server's workers may run on (the union of their affinity
+    /// The CPUs the front server's workers may run on (the union of their affinity
     /// masks; every watched process when none is a worker: an idle master's mask says
     /// nothing about where the serving happens), empty when none could be read.
     fn server_cpus(&self) -> Vec<u32> {
-        let workers = self.procs.iter().any(|p| p.role == "worker");
-        let mut cpus: Vec<u32> = self
-            .procs
-            .iter()
+        let front = self.procs.iter().filter(|p| p.tier != "upstream");
+        let workers = front.clone().any(|p| p.role == "worker");
+        let mut cpus: Vec<u32> = front
             .filter(|p| !workers || p.role == "worker")
             .filter_map(|p| std::fs::read_to_string(format!("/proc/{}/status", p.pid)).ok())
             .filter_map(|t| parse_cpus_allowed(&t))

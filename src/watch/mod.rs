@@ -12,11 +12,12 @@
 
 //!
 //! Files: `sampler` (the thread), `snapshot` (reading every source), `rates` (two
-//! snapshots → a sample or the window), `host` (facts read once), [`discover`] (which
+//! snapshots → a sample or the window), `host` (facts read once), [`logs`] (the servers' error logs), [`discover`] (which
 //! processes and sockets serve the URL), [`nginx`] (its running configuration).
 
 pub mod discover;
 mod host;
+pub mod logs;
 pub mod nginx;
 mod rates;
 mod sampler;

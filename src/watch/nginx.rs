@@ -25,6 +25,7 @@ const DIRECTIVES: &[&str] = &[
     "proxy_http_version",
     "fastcgi_keep_conn",
     "access_log",
+    "error_log",
     "gzip",
     "gzip_comp_level",
     "sendfile",
@@ -37,23 +38,86 @@ impl NginxConfig {
     }
 }
 
+/// Directives that name an upstream: the value is `unix:/path`, `host:port` or a URL
+/// whose host is an `upstream` block's name.
+const PASSES: &[&str] = &[
+    "proxy_pass",
+    "fastcgi_pass",
+    "uwsgi_pass",
+    "scgi_pass",
+    "grpc_pass",
+];
+
 /// Parses the directives of interest out of `nginx -T` output (comments dropped; one
 /// directive per `;`).
 pub fn parse(text: &str) -> BTreeMap<String, Vec<String>> {
+    parse_all(text).0
+}
+
+/// The directives of interest and the upstream addresses: every `*_pass` target and
+/// every `server` of an `upstream` block it names, as written (`unix:/run/php.sock`,
+/// `127.0.0.1:9000`). Variables (`$backend`) cannot be resolved and are left out.
+pub fn parse_all(text: &str) -> (BTreeMap<String, Vec<String>>, Vec<String>) {
     let mut out: BTreeMap<String, Vec<String>> = BTreeMap::new();
+    // Block names from the outside in, and statements as (enclosing blocks, words).
+    let mut stack: Vec<Vec<String>> = Vec::new();
+    let mut passes: Vec<String> = Vec::new();
+    let mut groups: BTreeMap<String, Vec<String>> = BTreeMap::new();
+    let mut stmt = String::new();
     for line in text.lines() {
         let line = line.split('#').next().unwrap_or("");
-        for stmt in line.split([';', '{', '}']) {
-            let mut words = stmt.split_whitespace();
-            let Some(name) = words.next() else { continue };
-            if DIRECTIVES.contains(&name) {
-                out.entry(name.to_string())
-                    .or_default()
-                    .push(words.collect::<Vec<_>>().join(" "));
+        for ch in line.chars().chain(std::iter::once(' ')) {
+            if !matches!(ch, ';' | '{' | '}') {
+                stmt.push(ch);
+                continue;
+            }
+            let words: Vec<String> = stmt.split_whitespace().map(String::from).collect();
+            stmt.clear();
+            match ch {
+                '{' => stack.push(words),
+                '}' => {
+                    stack.pop();
+                }
+                _ => {
+                    let Some(name) = words.first().map(String::as_str) else {
+                        continue;
+                    };
+                    let value = words[1..].join(" ");
+                    if DIRECTIVES.contains(&name) {
+                        out.entry(name.to_string()).or_default().push(value.clone());
+                    }
+                    if PASSES.contains(&name) {
+                        passes.push(words.get(1).cloned().unwrap_or_default());
+                    }
+                    let block = stack.last().map(|b| b.as_slice()).unwrap_or(&[]);
+                    if name == "server" && block.first().map(String::as_str) == Some("upstream") {
+                        if let (Some(group), Some(addr)) = (block.get(1), words.get(1)) {
+                            groups.entry(group.clone()).or_default().push(addr.clone());
+                        }
+                    }
+                }
             }
         }
     }
-    out
+    let mut upstreams: Vec<String> = Vec::new();
+    for p in passes.iter().filter(|p| !p.contains('$')) {
+        let bare = p.split_once("://").map(|(_, r)| r).unwrap_or(p);
+        let targets = if bare.starts_with("unix:") {
+            vec![bare.to_string()]
+        } else {
+            let host = bare.split('/').next().unwrap_or(bare);
+            groups
+                .get(host)
+                .cloned()
+                .unwrap_or_else(|| vec![host.to_string()])
+        };
+        for t in targets {
+            if !upstreams.contains(&t) {
+                upstreams.push(t);
+            }
+        }
+    }
+    (out, upstreams)
 }
 
 /// Runs `nginx -T` as the master `pid` was started; `None` (with the reason) when it
@@ -117,9 +181,11 @@ pub fn read(pid: i32) -> Result<NginxConfig, String> {
         std::thread::sleep(Duration::from_millis(20));
     }
     let text = reader.join().unwrap_or_default();
+    let (directives, upstreams) = parse_all(&text);
     Ok(NginxConfig {
         conf,
-        directives: parse(&text),
+        directives,
+        upstreams,
     })
 }
 
@@ -137,5 +203,20 @@ mod tests {
         assert_eq!(d["keepalive"], vec!["32"]);
         assert_eq!(d["proxy_buffers"], vec!["8 4k"]);
         assert!(!d.contains_key("server"));
+    }
+
+    #[test]
+    fn finds_upstreams_unix_tcp_and_groups() {
+        let t = "http {\n upstream app { server 127.0.0.1:8081 weight=2; server unix:/run/b.sock; }\n server { listen 80;\n location / { proxy_pass http://app/x; }\n location ~ \\.php$ { fastcgi_pass unix:/run/php/php8.2-fpm.sock; }\n location /v { proxy_pass http://$backend; }\n location /d { proxy_pass http://localhost:9000; }\n } }\n";
+        let (_, up) = parse_all(t);
+        assert_eq!(
+            up,
+            [
+                "127.0.0.1:8081",
+                "unix:/run/b.sock",
+                "unix:/run/php/php8.2-fpm.sock",
+                "localhost:9000"
+            ]
+        );
     }
 }

@@ -105,6 +105,7 @@ impl Reader {
                     pid: p.pid,
                     comm: p.comm.clone(),
                     role: p.role.clone(),
+                    tier: p.tier.clone(),
                     cpu_pct: user + system,
                     user_pct: user,
                     system_pct: system,
@@ -268,6 +269,9 @@ impl Reader {
                 if l.backlog > 0 && l.queue >= l.backlog {
                     q.samples_full += 1;
                 }
+                if l.queue > 0 {
+                    q.samples_queued += 1;
+                }
             }
         }
         Window {
@@ -344,6 +348,7 @@ mod tests {
                 ppid: 1,
                 comm: "nginx".into(),
                 role: "worker".into(),
+                tier: "front".into(),
             }],
             diag: None,
             port: 8080,

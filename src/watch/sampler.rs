@@ -12,7 +12,7 @@ use crate::sys::thread_cpu::ThreadCpuSample;
 
 use super::host::link_speeds;
 use super::snapshot::{all_cpu_ticks, qdiscs, ProcSnap, Reader, Snapshot};
-use super::{discover, WatchSpec, MAX_SAMPLES};
+use super::{discover, logs, WatchSpec, MAX_SAMPLES};
 
 /// The sampler thread: set-up, then a sample every interval until told to stop.
 pub(super) fn sampler(
@@ -78,6 +78,9 @@ pub(super) fn sampler(
     let mut host = reader.host_facts();
     let topology = found.topology;
     let interval = spec.interval;
+    // Where each server's error log ends now: what is appended from here on is the
+    // window's.
+    let tails = logs::find(&topology.processes, topology.nginx.as_ref());
     let mut before = reader.snapshot();
     before.qdiscs = qdiscs();
     before.all_ticks = all_cpu_ticks();
@@ -139,6 +142,7 @@ pub(super) fn sampler(
     samples.push(reader.sample(start, &prev, &after));
     snaps.push(after.clone());
     let window = reader.window(&before, &after, &samples, &snaps);
+    let logs: Vec<_> = tails.iter().map(logs::Tail::finish).collect();
     let sampler_cpu_pct = ThreadCpuSample::now()
         .since(&cpu_at_start, Duration::from_secs_f64(window.duration_s))
         .busy_pct;
@@ -149,6 +153,7 @@ pub(super) fn sampler(
         host,
         samples,
         window,
+        logs,
         warnings: reader.warnings,
     }
 }

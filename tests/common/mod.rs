@@ -432,6 +432,11 @@ impl PhpFpm {
         )
     }
 
+    /// The pool's unix socket.
+    pub fn socket(&self) -> String {
+        self.dir.path().join("php.sock").display().to_string()
+    }
+
     pub fn error_log(&self) -> String {
         std::fs::read_to_string(self.dir.path().join("error.log")).unwrap_or_default()
     }

@@ -1,6 +1,6 @@
 //! Configured limits: file descriptors and nginx's worker_connections.
 
-use super::{fact, finding, ramp, Ctx};
+use super::{fact, finding, logged, ramp, Ctx};
 use crate::run::{Finding, Kind};
 
 pub(super) fn fd_limit(c: &Ctx) -> Option<Finding> {
@@ -9,9 +9,13 @@ pub(super) fn fd_limit(c: &Ctx) -> Option<Finding> {
         .filter_map(|k| c.run.results.connect_errors.get(*k))
         .sum::<u64>();
     let near = c.fd_fill();
+    // "accept4() failed (24: Too many open files)": the server said it, whatever the
+    // samples caught between their ticks.
+    let log = logged(c, "too-many-open-files");
     let (p, fill) = match near {
         Some((p, f)) if f >= 0.9 => (Some(p), f),
-        _ if own > 0 => (None, 1.0),
+        Some((p, _)) if log.is_some() => (Some(p), 1.0),
+        _ if own > 0 || log.is_some() => (None, 1.0),
         _ => return None,
     };
     let mut f = finding(
@@ -20,6 +24,7 @@ pub(super) fn fd_limit(c: &Ctx) -> Option<Finding> {
         ramp(fill, 0.9, 1.0),
         match p {
             Some(p) => format!("{} {} near its open-files limit", p.comm, p.pid),
+            None if own == 0 => "the server ran out of open files".into(),
             None => "loadlens hit its open-files limit".into(),
         },
     );
@@ -34,28 +39,69 @@ pub(super) fn fd_limit(c: &Ctx) -> Option<Finding> {
     }
     f.evidence
         .push(fact("loadlens EMFILE/ENFILE", own as f64, "connects"));
-    f.explanation = "Every connection is a file descriptor; at the limit, accept() or connect() fails (EMFILE) and connections are refused or dropped.".into();
+    f.explanation = "Every connection and every open file is a file descriptor; at the limit, accept() or connect() fails (EMFILE), connections wait in the accept queue or are dropped, and open() of a file to serve fails (500).".into();
+    if let Some((_, fact, quote)) = log {
+        f.evidence.push(fact);
+        f.explanation.push_str(&quote);
+    }
     f.fix = "raise the limit: `worker_rlimit_nofile 65535;` for nginx (and `LimitNOFILE=` in its unit), `ulimit -n` for loadlens".into();
     Some(f)
 }
 
 /// nginx workers holding nearly `worker_connections` connections (each one an fd).
 pub(super) fn worker_connections_exhausted(c: &Ctx) -> Option<Finding> {
-    let (w, fds, limit) = c.worker_connections_fill()?;
-    if (fds as f64) < 0.9 * limit as f64 {
-        return None;
-    }
+    // "64 worker_connections are not enough, reusing connections"
+    let log = logged(c, "worker-connections-not-enough");
+    let fill = c.worker_connections_fill();
+    let (w, fds, limit) = match (fill, &log) {
+        (Some((w, fds, limit)), _) if fds as f64 >= 0.9 * limit as f64 || log.is_some() => {
+            (Some(w), fds, limit)
+        }
+        (None, Some(_)) => {
+            let said = c.log("worker-connections-not-enough").map(|l| l.1)?;
+            // "64 worker_connections are not enough": the number before the name.
+            let limit = said
+                .split(" worker_connections")
+                .next()
+                .and_then(|b| b.split_whitespace().last()?.parse().ok())
+                .unwrap_or(0);
+            (None, 0, limit)
+        }
+        _ => return None,
+    };
+    let conf = if log.is_some() {
+        0.95
+    } else {
+        ramp(fds as f64 / limit.max(1) as f64, 0.9, 1.0)
+    };
     let mut f = finding(
         "worker-connections-exhausted",
         Kind::Bottleneck,
-        ramp(fds as f64 / limit as f64, 0.9, 1.0),
-        format!("nginx worker {} at its worker_connections ({limit})", w.pid),
+        conf,
+        match w {
+            Some(w) => format!("nginx worker {} at its worker_connections ({limit})", w.pid),
+            None => format!("nginx workers at their worker_connections ({limit})"),
+        },
     );
-    f.evidence = vec![
-        fact("worker open fds (most during the run)", fds as f64, "fds"),
-        fact("worker_connections", limit as f64, "connections"),
-    ];
+    if w.is_some() {
+        f.evidence.push(fact(
+            "worker open fds (most during the run)",
+            fds as f64,
+            "fds",
+        ));
+    }
+    f.evidence
+        .push(fact("worker_connections", limit as f64, "connections"));
     f.explanation = "Each worker handles at most worker_connections connections (client and upstream together); at the limit it stops accepting (error log: \"worker_connections are not enough\") and new connections wait in the accept queue or are dropped.".into();
+    if let Some((_, fact, quote)) = log {
+        f.evidence.push(fact);
+        f.explanation.push_str(&quote);
+    }
+    let limit = if limit == 0 {
+        "?".to_string()
+    } else {
+        limit.to_string()
+    };
     f.fix = format!(
         "raise `worker_connections` (now {limit}) in the events block, with `worker_rlimit_nofile` at least as high"
     );
@@ -64,7 +110,7 @@ pub(super) fn worker_connections_exhausted(c: &Ctx) -> Option<Finding> {
 
 #[cfg(test)]
 mod tests {
-    use crate::diagnose::testutil::{fires, fixture};
+    use crate::diagnose::testutil::{fires, fixture, with_log};
     use crate::run::Run;
 
     #[test]
@@ -111,5 +157,46 @@ mod tests {
         }
         assert!(!fires(&run, "fd-limit"));
         assert!(!fires(&run, "worker-connections-exhausted"));
+    }
+
+    /// The samples missed it (fds between ticks), the error log did not: the server's
+    /// own word is enough, and a limit is not reported as an event-loop stall.
+    #[test]
+    fn the_error_log_names_the_limit_the_samples_missed() {
+        let mut run = fixture("healthy-before");
+        assert!(!fires(&run, "fd-limit"));
+        with_log(
+            &mut run,
+            "too-many-open-files",
+            40,
+            "lab-nginx-error.log",
+            "accept4()",
+        );
+        let found = crate::diagnose::diagnose(&run);
+        let f = found.iter().find(|f| f.id == "fd-limit").expect("fd-limit");
+        assert!(f
+            .explanation
+            .contains("accept4() failed (24: Too many open files)"));
+        assert!(f
+            .evidence
+            .iter()
+            .any(|e| e.unit == "lines" && e.value == 40.0));
+        assert!(!found.iter().any(|f| f.id == "event-loop-stall"));
+
+        let mut run = fixture("healthy-before");
+        with_log(
+            &mut run,
+            "worker-connections-not-enough",
+            3,
+            "lab-nginx-error.log",
+            "worker_connections are not enough",
+        );
+        let found = crate::diagnose::diagnose(&run);
+        let f = found
+            .iter()
+            .find(|f| f.id == "worker-connections-exhausted")
+            .expect("worker-connections-exhausted");
+        // The limit is read from the message when the configuration was not.
+        assert!(f.fix.contains("(now 64)"), "{}", f.fix);
     }
 }

@@ -15,7 +15,7 @@ mod stalls;
 mod upstream;
 
 pub(super) use super::{fact, ramp, Ctx};
-use crate::run::{Finding, Kind};
+use crate::run::{Fact, Finding, Kind};
 
 pub(super) type Rule = fn(&Ctx) -> Option<Finding>;
 
@@ -57,6 +57,18 @@ pub(super) fn finding(id: &str, kind: Kind, confidence: f64, title: String) -> F
         explanation: String::new(),
         fix: String::new(),
     }
+}
+
+/// What a server's error log said, for a finding: the count as a fact and one line
+/// quoting it for the explanation. `None` when the class was not logged.
+pub(super) fn logged(c: &Ctx, class: &str) -> Option<(u64, Fact, String)> {
+    let (n, example) = c.log(class)?;
+    let quote: String = example.chars().take(160).collect();
+    Some((
+        n,
+        fact(&format!("error log lines \"{class}\""), n as f64, "lines"),
+        format!(" The error log said so {n} times, e.g. `{quote}`."),
+    ))
 }
 
 /// Busy processes that are neither the server nor loadlens on `cpu` (any CPU if None).

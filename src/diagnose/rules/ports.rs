@@ -1,7 +1,7 @@
 //! Local ports and TIME_WAIT: running out of ports to connect from, and the cost of finding
 //! one.
 
-use super::{fact, finding, ramp, Ctx};
+use super::{fact, finding, logged, ramp, Ctx};
 use crate::run::{Finding, Kind};
 
 /// Size of net.ipv4.ip_local_port_range.
@@ -21,12 +21,17 @@ pub(super) fn ephemeral_ports_exhausted(c: &Ctx) -> Option<Finding> {
         + r.status_codes.get(&504).copied().unwrap_or(0);
     let tw = c.ev.map(|e| e.window.time_wait_max).unwrap_or(0);
     let (range, range_s) = port_range(c).unwrap_or((28232, "?".into()));
-    let server_side =
-        bad_gateway as f64 >= 0.1 * r.responses.max(1) as f64 && tw as f64 >= 0.8 * range as f64;
+    // "connect() to 127.0.0.1:8081 failed (99: Cannot assign requested address)"
+    let log = logged(c, "cannot-assign-address");
+    let server_side = (bad_gateway as f64 >= 0.1 * r.responses.max(1) as f64
+        && tw as f64 >= 0.8 * range as f64)
+        || log.is_some();
     if own == 0 && !server_side {
         return None;
     }
-    let conf = if server_side {
+    let conf = if log.is_some() {
+        0.95
+    } else if server_side {
         ramp(tw as f64 / range as f64, 0.8, 1.0).max(ramp(
             bad_gateway as f64 / r.responses.max(1) as f64,
             0.1,
@@ -56,6 +61,10 @@ pub(super) fn ephemeral_ports_exhausted(c: &Ctx) -> Option<Finding> {
         fact("local port range size", range as f64, "ports"),
     ];
     f.explanation = "Every outgoing connection needs a local port, and a closed connection keeps its port in TIME_WAIT for 60 s; when all ports of net.ipv4.ip_local_port_range are taken, connect() fails with EADDRNOTAVAIL (nginx: \"connect() failed (99: Cannot assign requested address)\") and the proxy answers 502.".into();
+    if let Some((_, fact, quote)) = log {
+        f.evidence.push(fact);
+        f.explanation.push_str(&quote);
+    }
     f.fix = format!(
         "reuse upstream connections (`keepalive 32;` in the upstream block{}, with `proxy_http_version 1.1; proxy_set_header Connection \"\";`), and widen net.ipv4.ip_local_port_range (now {range_s}), e.g. \"10000 65535\"",
         c.now("keepalive")

@@ -17,6 +17,8 @@ pub(super) fn event_loop_stall(c: &Ctx) -> Option<Finding> {
     if c.fd_fill().is_some_and(|(_, f)| f >= 0.9)
         || c.worker_connections_fill()
             .is_some_and(|(_, fds, limit)| fds as f64 >= 0.9 * limit as f64)
+        || c.log("too-many-open-files").is_some()
+        || c.log("worker-connections-not-enough").is_some()
     {
         return None;
     }
