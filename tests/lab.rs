@@ -70,6 +70,8 @@ fn expected(name: &str) -> &'static str {
         "client-bound" => "client-saturated",
         "fd-limit" => "fd-limit",
         "worker-connections" => "worker-connections-exhausted",
+        "php-fpm-socket" => "upstream-saturated",
+        "gzip-cpu" => "server-cpu-saturated",
         other => panic!("no expectation for {other}"),
     }
 }
@@ -99,7 +101,8 @@ fn lab(name: &str, duration: &str) -> (Value, Value) {
     assert!(
         !top["evidence"].as_array().unwrap().is_empty() && top["fix"].as_str().unwrap().len() > 10
     );
-    if name != "healthy" {
+    // In healthy and gzip-cpu the CPU stays the limit after the fix (a cheaper one).
+    if name != "healthy" && name != "gzip-cpu" {
         let a = bottlenecks(&after);
         assert!(!a.iter().any(|id| id == want), "{name} after fix: {a:?}");
     }
@@ -540,4 +543,63 @@ fn worker_connections() {
     );
     assert!(logged(&before, "worker-connections-not-enough") > 0);
     assert_eq!(logged(&after, "worker-connections-not-enough"), 0);
+}
+
+#[test]
+fn php_fpm_socket() {
+    let (before, after) = lab("php-fpm-socket", "3s");
+    let s504 = |r: &Value| r["results"]["status_codes"]["504"].as_u64().unwrap_or(0);
+    assert!(s504(&before) > 0, "nginx times out waiting for php-fpm");
+    // Only nginx was named: php-fpm was found through nginx's fastcgi_pass, on its
+    // unix socket, and watched as the upstream.
+    let procs = before["evidence"]["topology"]["processes"]
+        .as_array()
+        .unwrap();
+    assert!(
+        procs
+            .iter()
+            .any(|p| p["tier"] == "upstream" && p["comm"].as_str().unwrap().starts_with("php-fpm")),
+        "{procs:?}"
+    );
+    let top = &before["findings"][0];
+    assert!(
+        top["title"].as_str().unwrap().contains("php8.2-fpm.sock"),
+        "{top}"
+    );
+    // php-fpm said it ran out of children, nginx that it timed out; the finding cites it.
+    assert!(logged(&before, "max-children-reached") > 0);
+    assert!(logged(&before, "upstream-timed-out") > 0);
+    assert!(
+        top["evidence"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|f| f["name"].as_str().unwrap().contains("max-children-reached")),
+        "{top}"
+    );
+    assert!(top["fix"].as_str().unwrap().contains("(now 4)"), "{top}");
+    assert_eq!(s504(&after), 0);
+    assert_eq!(logged(&after, "max-children-reached"), 0);
+    assert!(rps(&after) > 4.0 * rps(&before));
+}
+
+#[test]
+fn gzip_cpu() {
+    let (before, after) = lab("gzip-cpu", "2s");
+    let fix = |r: &Value| r["findings"][0]["fix"].as_str().unwrap().to_string();
+    // The honest answer is the worker's CPU; the fix names what spends it.
+    assert!(
+        fix(&before).contains("gzip_comp_level 9"),
+        "{}",
+        fix(&before)
+    );
+    assert!(!fix(&after).contains("gzip_comp_level"), "{}", fix(&after));
+    assert!(worker(&before, "cpu_pct") > 80.0);
+    // Level 1 costs a fraction of level 9's CPU per response.
+    assert!(
+        rps(&after) > 3.0 * rps(&before),
+        "{} → {}",
+        rps(&before),
+        rps(&after)
+    );
 }

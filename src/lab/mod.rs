@@ -3,6 +3,7 @@
 //! the server's processes watched; `--fix` rebuilds the world with the fix and shows
 //! before/after. It is the demo and the integration test suite of the diagnosis.
 
+pub mod scenario;
 pub mod scenarios;
 pub mod servers;
 pub mod world;
@@ -18,7 +19,7 @@ use anyhow::{bail, Context};
 
 use crate::run::Run;
 use crate::units::fmt_us;
-use scenarios::Scenario;
+use scenario::Scenario;
 use world::World;
 
 /// How to run a scenario.

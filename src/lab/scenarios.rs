@@ -1,96 +1,12 @@
 //! The scenarios: each a published setup, its fault, its fix, and the counter that shows
 //! both. Sources are the write-ups in `shared/reading/`.
 
-use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::Arc;
-use std::thread::JoinHandle;
 use std::time::Duration;
 
+use super::scenario::{args, Beside, Key, Scenario, Setup};
 use super::servers::{children, start_nginx, start_php_fpm, Nginx};
 use super::world::{World, SERVER_IP};
 use crate::run::Run;
-
-/// What a built world needs from the load run.
-pub struct Setup {
-    pub url: String,
-    /// Flags for `loadlens run` (besides the URL, duration and what to watch).
-    pub args: Vec<String>,
-    /// Server processes to watch (masters; their children come along).
-    pub server_pids: Vec<i32>,
-    /// Runs loadlens under this command (e.g. `taskset -c 0`).
-    pub client_prefix: Vec<String>,
-    /// Something running beside the load (a CPU hog's stopper, a stall injector),
-    /// stopped when dropped.
-    pub beside: Option<Beside>,
-}
-
-impl Setup {
-    /// Load `url` with `args`, watching `server_pids`; nothing beside, no prefix.
-    fn new(url: String, load_args: &[&str], server_pids: Vec<i32>) -> Setup {
-        Setup {
-            url,
-            args: args(load_args),
-            server_pids,
-            beside: None,
-            client_prefix: Vec::new(),
-        }
-    }
-}
-
-/// A background activity for the length of the run.
-pub struct Beside {
-    stop: Arc<AtomicBool>,
-    handle: Option<JoinHandle<()>>,
-}
-
-impl Beside {
-    fn every(period: Duration, f: impl Fn() + Send + 'static) -> Beside {
-        let stop = Arc::new(AtomicBool::new(false));
-        let s = stop.clone();
-        let handle = std::thread::spawn(move || {
-            while !s.load(Ordering::Relaxed) {
-                std::thread::sleep(period);
-                if !s.load(Ordering::Relaxed) {
-                    f();
-                }
-            }
-        });
-        Beside {
-            stop,
-            handle: Some(handle),
-        }
-    }
-}
-
-impl Drop for Beside {
-    fn drop(&mut self) {
-        self.stop.store(true, Ordering::Relaxed);
-        if let Some(h) = self.handle.take() {
-            let _ = h.join();
-        }
-    }
-}
-
-/// A lab scenario.
-pub struct Scenario {
-    pub name: &'static str,
-    pub summary: &'static str,
-    /// Where the setup and numbers come from.
-    pub source: &'static str,
-    pub fault: &'static str,
-    pub fix: &'static str,
-    /// The finding the diagnosis is expected to name (issue: diagnose).
-    pub expected_finding: &'static str,
-    /// The counter that shows the fault, for the before/after table.
-    pub key: Key,
-    pub build: fn(&mut World, bool) -> anyhow::Result<Setup>,
-}
-
-/// A scenario's key counter: its label and how to read it from a Run.
-pub struct Key {
-    pub label: &'static str,
-    pub read: fn(&Run) -> Option<f64>,
-}
 
 const PORT: u16 = 8080;
 
@@ -131,10 +47,6 @@ fn start_upstream(w: &mut World) -> anyhow::Result<i32> {
             ..Nginx::default()
         },
     )
-}
-
-fn args(a: &[&str]) -> Vec<String> {
-    a.iter().map(|s| s.to_string()).collect()
 }
 
 /// A window counter (`TcpExt.ListenOverflows`) from the Run's evidence.
@@ -236,6 +148,60 @@ pub fn all() -> Vec<Scenario> {
                         ..Nginx::default()
                     })?;
                 Ok(Setup::new(url("/"), &["-c", "50", "--timeout", "2s"], vec![pid, fpm]))
+            },
+        },
+        Scenario {
+            name: "php-fpm-socket",
+            summary: "Debian's layout: nginx → php-fpm on a unix socket, 4 children, 504s",
+            source: "throughput-drop-case-study.txt (\"server reached max_children setting\", nginx 5xx); Debian's `fastcgi_pass unix:/run/php/php8.2-fpm.sock`",
+            fault: "pm.max_children = 4 (all started); a 100 ms script; `fastcgi_read_timeout 1s`; only nginx named to loadlens",
+            fix: "pm.max_children = 64",
+            expected_finding: "upstream-saturated",
+            key: Key {
+                label: "504 responses",
+                read: |r| Some(r.results.status_codes.get(&504).copied().unwrap_or(0) as f64),
+            },
+            build: |w, fixed| {
+                w.two_hosts()?;
+                let s = w.server();
+                let php = w.dir.join("php").display().to_string();
+                let sock = format!("{php}/php8.2-fpm.sock");
+                let n = if fixed { 64 } else { 4 };
+                let pm = format!("pm = dynamic\npm.max_children = {n}\npm.start_servers = {n}\npm.min_spare_servers = 1\npm.max_spare_servers = {n}");
+                start_php_fpm(w, &s, &sock, &pm, 100)?;
+                // Debian's site config: a PHP location through the packaged snippet
+                // (which includes `fastcgi.conf` beside the config file).
+                let fastcgi = std::fs::read("/etc/nginx/fastcgi.conf")?;
+                w.write("nginx/fastcgi.conf", &fastcgi)?;
+                let pid = start_front(w, Nginx {
+                        server_extra: format!(
+                            "location ~ \\.php$ {{ root {php}; include /etc/nginx/snippets/fastcgi-php.conf; fastcgi_pass unix:{sock}; fastcgi_read_timeout 1s; }}"
+                        ),
+                        ..Nginx::default()
+                    })?;
+                // Only nginx is named: php-fpm must be found from nginx's config.
+                Ok(Setup::new(url("/app.php"), &["-c", "50", "--timeout", "3s"], vec![pid]))
+            },
+        },
+        Scenario {
+            name: "gzip-cpu",
+            summary: "text compressed on the fly at gzip_comp_level 9",
+            source: "nginx-evaluation-jemalloc-dpdk.txt (`gzip on; gzip_comp_level 4;` in the evaluated config; a CPU-bound worker)",
+            fault: "`gzip on; gzip_comp_level 9;` for a 64 KiB text file; clients accept gzip",
+            fix: "`gzip_comp_level 1;`: nearly the same bytes for a fraction of the CPU",
+            expected_finding: "server-cpu-saturated",
+            key: Key {
+                label: "requests/s",
+                read: |r| Some(r.results.requests_per_s),
+            },
+            build: |w, fixed| {
+                w.two_hosts()?;
+                let level = if fixed { 1 } else { 9 };
+                let pid = start_front(w, Nginx {
+                        http_extra: format!("gzip on; gzip_types text/plain; gzip_comp_level {level};"),
+                        ..Nginx::default()
+                    })?;
+                Ok(Setup::new(url("/words.txt"), &["-c", "20", "-H", "Accept-Encoding: gzip"], vec![pid]))
             },
         },
         Scenario {

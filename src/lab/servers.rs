@@ -42,7 +42,8 @@ impl Default for Nginx<'_> {
     }
 }
 
-/// The docroot shared by every nginx of a world: `1k.bin`, `91k.bin`, `1m.txt`.
+/// The docroot shared by every nginx of a world: `1k.bin`, `91k.bin`, `1m.txt`,
+/// `words.txt`.
 pub fn docroot(w: &World) -> anyhow::Result<PathBuf> {
     w.write("html/1k.bin", &[b'x'; 1024])?;
     let big: Vec<u8> = (0..93_184u32).map(|i| (i * 7 % 251) as u8).collect();
@@ -51,6 +52,42 @@ pub fn docroot(w: &World) -> anyhow::Result<PathBuf> {
     let line = b"loadlens lab: a line of text that compresses well over a slow link.\n";
     let text: Vec<u8> = line.iter().copied().cycle().take(1 << 20).collect();
     w.write("html/1m.txt", &text)?;
+    // Text that compresses like prose (for gzip-cpu): words drawn by a fixed LCG.
+    let words = [
+        "the",
+        "server",
+        "load",
+        "worker",
+        "request",
+        "latency",
+        "kernel",
+        "socket",
+        "of",
+        "and",
+        "queue",
+        "connection",
+        "nginx",
+        "upstream",
+        "buffer",
+        "a",
+        "to",
+        "in",
+        "throughput",
+        "second",
+        "profile",
+        "memory",
+        "core",
+        "interrupt",
+        "is",
+        "with",
+    ];
+    let (mut x, mut prose) = (12345u32, String::new());
+    while prose.len() < 64 * 1024 {
+        x = x.wrapping_mul(1_103_515_245).wrapping_add(12345);
+        prose.push_str(words[(x >> 16) as usize % words.len()]);
+        prose.push(if (x >> 8) % 13 == 0 { '\n' } else { ' ' });
+    }
+    w.write("html/words.txt", prose.as_bytes())?;
     Ok(w.dir.join("html"))
 }
 

@@ -98,7 +98,11 @@ pub(super) fn server_cpu_saturated(c: &Ctx) -> Option<Finding> {
         }
     );
     f.fix = if n < cpus {
-        format!("`worker_processes auto;` (now {n} worker{}{}) so every CPU serves; then profile where the CPU goes (`perf top -p PID`)", if n == 1 { "" } else { "s" }, c.now("worker_processes"))
+        let now = match c.nginx("worker_processes") {
+            Some(_) => c.now("worker_processes"),
+            None => format!(" (now {n} worker{})", if n == 1 { "" } else { "s" }),
+        };
+        format!("`worker_processes auto;`{now} so every CPU serves; then profile where the CPU goes (`perf top -p PID`)")
     } else {
         "the CPU is the limit: profile where it goes (`perf top -p PID`): TLS, gzip, logging, syscalls; or add machines".into()
     };

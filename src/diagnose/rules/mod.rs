@@ -67,7 +67,10 @@ pub(super) fn logged(c: &Ctx, class: &str) -> Option<(u64, Fact, String)> {
     Some((
         n,
         fact(&format!("error log lines \"{class}\""), n as f64, "lines"),
-        format!(" The error log said so {n} times, e.g. `{quote}`."),
+        match n {
+            1 => format!(" The error log said so: `{quote}`."),
+            _ => format!(" The error log said so {n} times, e.g. `{quote}`."),
+        },
     ))
 }
 
