@@ -108,7 +108,29 @@ fn repeated_runs_compare_significant_only_when_the_server_changed() {
     );
     let rps = &row(&c, "requests/s")["changes"][0];
     assert_eq!(rps["verdict"], "significant", "{rps}");
-    assert!(rps["pct"].as_f64().unwrap() < -70.0, "{rps}");
+    let reps = |p: &Path| -> Vec<(u64, f64)> {
+        let r: Value = serde_json::from_str(&std::fs::read_to_string(p).unwrap()).unwrap();
+        r["repetitions"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|x| {
+                (
+                    x["results"]["responses"].as_u64().unwrap(),
+                    x["results"]["duration_s"].as_f64().unwrap(),
+                )
+            })
+            .collect()
+    };
+    // nginx's limit_rate lets a connection's second 91 KiB response through early now
+    // and then (seen: 4 or 8 responses per slow repetition, never other counts), so
+    // the slow side is 60–80% slower: the bound is the smaller.
+    assert!(
+        rps["pct"].as_f64().unwrap() < -55.0,
+        "{rps} fast {:?} slow {:?}",
+        reps(&a),
+        reps(&s)
+    );
     let p50 = &row(&c, "latency p50")["changes"][0];
     assert_eq!(p50["verdict"], "significant", "{p50}");
     assert!(p50["pct"].as_f64().unwrap() > 200.0, "{p50}");

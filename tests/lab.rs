@@ -154,7 +154,49 @@ fn lab_runs(name: &str, duration: &str) -> (Value, Value) {
         let p = dir.path().join(format!("{name}-{w}.json"));
         serde_json::from_str(&std::fs::read_to_string(p).unwrap()).unwrap()
     };
-    (read("before"), read("after"))
+    let (before, after) = (read("before"), read("after"));
+    // The lab profiles the server by default and draws its flame graph: a whole SVG
+    // with the busiest worker's top function in it.
+    let top = &before["evidence"]["profile"]["top"];
+    if let Some(first) = top["functions"][0]["name"].as_str() {
+        let svg = std::fs::read_to_string(dir.path().join(format!("{name}-before.svg")))
+            .unwrap_or_else(|e| panic!("{name}: no flame graph: {e}"));
+        assert!(svg.starts_with("<?xml") && svg.trim_end().ends_with("</svg>"));
+        let escaped = first
+            .replace('&', "&amp;")
+            .replace('<', "&lt;")
+            .replace('>', "&gt;");
+        assert!(
+            svg.contains(&escaped),
+            "{name}: {first} not in the flame graph"
+        );
+    } else {
+        assert!(
+            before["evidence"]["profile"]["samples"].as_u64().is_some(),
+            "{name}: no profile: {}",
+            before["evidence"]["warnings"]
+        );
+    }
+    (before, after)
+}
+
+/// The names in the top-10 table of the busiest worker's profile.
+fn top10(run: &Value) -> Vec<String> {
+    run["evidence"]["profile"]["top"]["functions"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .take(10)
+        .map(|f| f["name"].as_str().unwrap().to_string())
+        .collect()
+}
+
+fn finding<'a>(run: &'a Value, id: &str) -> Option<&'a Value> {
+    run["findings"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|f| f["id"] == id)
 }
 
 fn counter(run: &Value, key: &str) -> u64 {
@@ -211,6 +253,20 @@ fn healthy() {
         assert!(worker(r, "cpu_pct") > 50.0, "the worker is the limit");
         assert_eq!(counter(r, "TcpExt.ListenOverflows"), 0);
     }
+    // Where a healthy static server's CPU goes: the kernel's network stack.
+    let k = finding(&before, "kernel-network-stack").unwrap_or_else(|| {
+        panic!(
+            "no kernel-network-stack: {:?}",
+            before["evidence"]["profile"]["top"]
+        )
+    });
+    assert!(k["evidence"][0]["value"].as_f64().unwrap() >= 40.0, "{k}");
+    assert!(
+        before["evidence"]["profile"]["top"]["kernel_pct"]
+            .as_f64()
+            .unwrap()
+            > 50.0
+    );
 }
 
 #[test]
@@ -294,6 +350,23 @@ fn time_wait() {
         tw(&before)
     );
     assert!(rps(&after) > rps(&before));
+    // The profile shows connect()'s port search, and the finding cites its share.
+    let top = top10(&before);
+    assert!(
+        top.iter()
+            .any(|f| f.contains("inet_hash_connect") || f == "__inet_check_established"),
+        "{top:?}"
+    );
+    let f = finding(&before, "time-wait-connect-cost").unwrap();
+    let share = f["evidence"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|e| e["name"].as_str().unwrap().contains("port search"))
+        .expect("the profile's share cited")["value"]
+        .as_f64()
+        .unwrap();
+    assert!(share >= 10.0, "{share}");
 }
 
 #[test]
@@ -595,6 +668,18 @@ fn gzip_cpu() {
     );
     assert!(!fix(&after).contains("gzip_comp_level"), "{}", fix(&after));
     assert!(worker(&before, "cpu_pct") > 80.0);
+    // The profile puts deflate (libz) on top, and compression-cpu says so.
+    let top = top10(&before);
+    assert!(
+        top[0].contains("libz") || top[0].starts_with("deflate"),
+        "{top:?}"
+    );
+    assert!(finding(&before, "compression-cpu").is_some());
+    // At level 1 compression may still be the cost, but the fix no longer says lower.
+    if let Some(f) = finding(&after, "compression-cpu") {
+        assert!(f["fix"].as_str().unwrap().contains("gzip_static"), "{f}");
+        assert!(!f["fix"].as_str().unwrap().contains("lower"), "{f}");
+    }
     // Level 1 costs a fraction of level 9's CPU per response.
     assert!(
         rps(&after) > 3.0 * rps(&before),

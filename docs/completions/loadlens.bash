@@ -454,7 +454,7 @@ _loadlens() {
             return 0
             ;;
         loadlens__subcmd__lab__subcmd__run)
-            opts="-d -v -q -h -V --fix --duration --keep --verbose --json-dir --quiet --help --version"
+            opts="-d -v -q -h -V --fix --duration --keep --verbose --json-dir --quiet --no-profile --help --version"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 3 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -522,7 +522,7 @@ _loadlens() {
             return 0
             ;;
         loadlens__subcmd__run)
-            opts="-c -t -d -n -R -q -H -m -k -h -V --connections --threads --duration --requests --connreqs --rate --latency --json --quiet --repeat --pause --header --method --body --body-file --timeout --insecure --no-watch --sample --server-pid --server-name --help --version"
+            opts="-c -t -d -n -R -q -H -m -k -h -V --connections --threads --duration --requests --connreqs --rate --latency --json --flamegraph --quiet --repeat --pause --header --method --body --body-file --timeout --insecure --no-watch --sample --server-pid --server-name --profile --profile-hz --help --version"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -576,6 +576,10 @@ _loadlens() {
                     COMPREPLY=($(compgen -f "${cur}"))
                     return 0
                     ;;
+                --flamegraph)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
                 --repeat)
                     COMPREPLY=($(compgen -f "${cur}"))
                     return 0
@@ -624,6 +628,10 @@ _loadlens() {
                     COMPREPLY=($(compgen -f "${cur}"))
                     return 0
                     ;;
+                --profile-hz)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
                 *)
                     COMPREPLY=()
                     ;;
@@ -632,7 +640,7 @@ _loadlens() {
             return 0
             ;;
         loadlens__subcmd__sweep)
-            opts="-c -t -R -d -q -H -m -k -h -V --connections --threads --connreqs --rate --duration --repeat --pause --ceiling --slo --errors --budget --json --csv --quiet --header --method --body --body-file --timeout --insecure --no-watch --sample --server-pid --server-name --help --version"
+            opts="-c -t -R -d -q -H -m -k -h -V --connections --threads --connreqs --rate --duration --repeat --pause --ceiling --slo --errors --budget --json --csv --quiet --header --method --body --body-file --timeout --insecure --no-watch --sample --server-pid --server-name --profile --profile-hz --help --version"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -739,6 +747,10 @@ _loadlens() {
                     return 0
                     ;;
                 --server-name)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --profile-hz)
                     COMPREPLY=($(compgen -f "${cur}"))
                     return 0
                     ;;

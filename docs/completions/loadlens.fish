@@ -42,6 +42,7 @@ complete -c loadlens -n "__fish_loadlens_using_subcommand run" -s n -l requests 
 complete -c loadlens -n "__fish_loadlens_using_subcommand run" -l connreqs -d 'Requests per connection, then close and reconnect (1 = a new TCP connection per request) [default: keep-alive as long as the server allows]' -r
 complete -c loadlens -n "__fish_loadlens_using_subcommand run" -s R -l rate -d 'Open loop: this many requests per second over all connections, on schedule; latency is measured from each request\'s scheduled time (corrected for coordinated omission)' -r
 complete -c loadlens -n "__fish_loadlens_using_subcommand run" -l json -d 'Write the Run as JSON to FILE (`-` = stdout, which silences the text output)' -r
+complete -c loadlens -n "__fish_loadlens_using_subcommand run" -l flamegraph -d 'Write a flame graph of the server\'s CPU (an SVG that opens in a browser, searchable) to FILE; implies --profile' -r -F
 complete -c loadlens -n "__fish_loadlens_using_subcommand run" -l repeat -d 'Run the same load N times and report each repetition and the mean with its 95% interval (for `loadlens compare`)' -r
 complete -c loadlens -n "__fish_loadlens_using_subcommand run" -l pause -d 'Pause between repetitions' -r
 complete -c loadlens -n "__fish_loadlens_using_subcommand run" -s H -l header -d 'Add a request header, e.g. -H \'Accept-Encoding: gzip\' (repeatable)' -r
@@ -52,10 +53,12 @@ complete -c loadlens -n "__fish_loadlens_using_subcommand run" -l timeout -d 'Pe
 complete -c loadlens -n "__fish_loadlens_using_subcommand run" -l sample -d 'Sampling interval of the watch, e.g. 1s, 100ms' -r
 complete -c loadlens -n "__fish_loadlens_using_subcommand run" -l server-pid -d 'The server\'s process id (repeatable); its children are watched too. Needed when the server runs in another network namespace' -r
 complete -c loadlens -n "__fish_loadlens_using_subcommand run" -l server-name -d 'Watch the processes with this command name (repeatable), e.g. nginx, php-fpm8.2' -r
+complete -c loadlens -n "__fish_loadlens_using_subcommand run" -l profile-hz -d 'Samples per second per server thread for --profile' -r
 complete -c loadlens -n "__fish_loadlens_using_subcommand run" -l latency -d 'Print the latency percentiles, status codes and connection details'
 complete -c loadlens -n "__fish_loadlens_using_subcommand run" -s q -l quiet -d 'Print nothing but errors (the JSON, if asked for, is still written)'
 complete -c loadlens -n "__fish_loadlens_using_subcommand run" -s k -l insecure -d 'Do not verify the server\'s TLS certificate'
 complete -c loadlens -n "__fish_loadlens_using_subcommand run" -l no-watch -d 'Do not watch the machine (CPU, network, TCP counters, server processes)'
+complete -c loadlens -n "__fish_loadlens_using_subcommand run" -l profile -d 'Profile the server during the load: on-CPU call stacks of its processes (kernel perf events; needs root, CAP_PERFMON or kernel.perf_event_paranoid ≤ 1 for kernel frames), shown as "Where the server\'s CPU went" and kept in the Run'
 complete -c loadlens -n "__fish_loadlens_using_subcommand run" -s h -l help -d 'Print help'
 complete -c loadlens -n "__fish_loadlens_using_subcommand run" -s V -l version -d 'Print version'
 complete -c loadlens -n "__fish_loadlens_using_subcommand compare" -l json -d 'Also write the comparison as JSON to FILE (`-` = stdout, which silences the text)' -r
@@ -82,10 +85,12 @@ complete -c loadlens -n "__fish_loadlens_using_subcommand sweep" -l timeout -d '
 complete -c loadlens -n "__fish_loadlens_using_subcommand sweep" -l sample -d 'Sampling interval of the watch, e.g. 1s, 100ms' -r
 complete -c loadlens -n "__fish_loadlens_using_subcommand sweep" -l server-pid -d 'The server\'s process id (repeatable); its children are watched too. Needed when the server runs in another network namespace' -r
 complete -c loadlens -n "__fish_loadlens_using_subcommand sweep" -l server-name -d 'Watch the processes with this command name (repeatable), e.g. nginx, php-fpm8.2' -r
+complete -c loadlens -n "__fish_loadlens_using_subcommand sweep" -l profile-hz -d 'Samples per second per server thread for --profile' -r
 complete -c loadlens -n "__fish_loadlens_using_subcommand sweep" -l ceiling -d 'Find the highest open-loop rate that meets --slo (and --errors): a closed-loop probe, then rates that climb and bisect'
 complete -c loadlens -n "__fish_loadlens_using_subcommand sweep" -s q -l quiet -d 'Print nothing but errors (the files asked for are still written)'
 complete -c loadlens -n "__fish_loadlens_using_subcommand sweep" -s k -l insecure -d 'Do not verify the server\'s TLS certificate'
 complete -c loadlens -n "__fish_loadlens_using_subcommand sweep" -l no-watch -d 'Do not watch the machine (CPU, network, TCP counters, server processes)'
+complete -c loadlens -n "__fish_loadlens_using_subcommand sweep" -l profile -d 'Profile the server during the load: on-CPU call stacks of its processes (kernel perf events; needs root, CAP_PERFMON or kernel.perf_event_paranoid ≤ 1 for kernel frames), shown as "Where the server\'s CPU went" and kept in the Run'
 complete -c loadlens -n "__fish_loadlens_using_subcommand sweep" -s h -l help -d 'Print help'
 complete -c loadlens -n "__fish_loadlens_using_subcommand sweep" -s V -l version -d 'Print version'
 complete -c loadlens -n "__fish_loadlens_using_subcommand report" -l latency -d 'Print the latency percentiles and details'
@@ -111,6 +116,7 @@ complete -c loadlens -n "__fish_loadlens_using_subcommand lab; and __fish_seen_s
 complete -c loadlens -n "__fish_loadlens_using_subcommand lab; and __fish_seen_subcommand_from run" -l keep -d 'Keep the world after each run until Enter is pressed'
 complete -c loadlens -n "__fish_loadlens_using_subcommand lab; and __fish_seen_subcommand_from run" -s v -l verbose -d 'Show the ip/tc/sysctl commands that build the world'
 complete -c loadlens -n "__fish_loadlens_using_subcommand lab; and __fish_seen_subcommand_from run" -s q -l quiet -d 'Print only the before/after table, not each run\'s report'
+complete -c loadlens -n "__fish_loadlens_using_subcommand lab; and __fish_seen_subcommand_from run" -l no-profile -d 'Do not profile the server (the lab profiles it by default; with --json-dir the flame graphs are saved there as <scenario>-before.svg and -after.svg)'
 complete -c loadlens -n "__fish_loadlens_using_subcommand lab; and __fish_seen_subcommand_from run" -s h -l help -d 'Print help'
 complete -c loadlens -n "__fish_loadlens_using_subcommand lab; and __fish_seen_subcommand_from run" -s V -l version -d 'Print version'
 complete -c loadlens -n "__fish_loadlens_using_subcommand lab; and __fish_seen_subcommand_from shell" -s v -l verbose -d 'Show the ip/tc/sysctl commands that build the world'

@@ -48,6 +48,10 @@ pub struct LabRunArgs {
     /// Print only the before/after table, not each run's report.
     #[arg(short = 'q', long)]
     quiet: bool,
+    /// Do not profile the server (the lab profiles it by default; with --json-dir the
+    /// flame graphs are saved there as <scenario>-before.svg and -after.svg).
+    #[arg(long)]
+    no_profile: bool,
 }
 
 pub fn cmd(c: LabCommand) -> anyhow::Result<ExitCode> {
@@ -63,6 +67,7 @@ pub fn cmd(c: LabCommand) -> anyhow::Result<ExitCode> {
                 verbose: a.verbose,
                 json_dir: a.json_dir,
                 show_runs: !a.quiet,
+                profile: !a.no_profile,
             };
             let sc = lab::find(&a.name)?;
             out.write_all(lab::header(&sc, &opts).as_bytes())?;

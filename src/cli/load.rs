@@ -48,6 +48,14 @@ pub struct LoadFlags {
     /// Watch the processes with this command name (repeatable), e.g. nginx, php-fpm8.2.
     #[arg(long = "server-name")]
     pub server_names: Vec<String>,
+    /// Profile the server during the load: on-CPU call stacks of its processes (kernel
+    /// perf events; needs root, CAP_PERFMON or kernel.perf_event_paranoid ≤ 1 for
+    /// kernel frames), shown as "Where the server's CPU went" and kept in the Run.
+    #[arg(long)]
+    pub profile: bool,
+    /// Samples per second per server thread for --profile.
+    #[arg(long, value_parser = clap::value_parser!(u64).range(1..=10000), default_value = "99", value_name = "HZ")]
+    pub profile_hz: u64,
 }
 
 /// The shape of one load, as the command asked for it.
@@ -104,6 +112,7 @@ impl LoadFlags {
                 pids: self.server_pids.clone(),
                 names: self.server_names.clone(),
             },
+            profile_hz: self.profile.then_some(self.profile_hz),
         })
     }
 }

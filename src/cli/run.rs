@@ -44,6 +44,10 @@ pub struct RunArgs {
     /// Write the Run as JSON to FILE (`-` = stdout, which silences the text output).
     #[arg(long, value_name = "FILE")]
     json: Option<String>,
+    /// Write a flame graph of the server's CPU (an SVG that opens in a browser,
+    /// searchable) to FILE; implies --profile.
+    #[arg(long, value_name = "FILE.svg")]
+    flamegraph: Option<std::path::PathBuf>,
     /// Print nothing but errors (the JSON, if asked for, is still written).
     #[arg(short = 'q', long)]
     quiet: bool,
@@ -58,7 +62,10 @@ pub struct RunArgs {
     load: LoadFlags,
 }
 
-pub fn cmd(a: RunArgs) -> anyhow::Result<ExitCode> {
+pub fn cmd(mut a: RunArgs) -> anyhow::Result<ExitCode> {
+    if a.flamegraph.is_some() {
+        a.load.profile = true;
+    }
     let body = a.load.body()?;
     let threads = a
         .threads
@@ -88,6 +95,12 @@ pub fn cmd(a: RunArgs) -> anyhow::Result<ExitCode> {
     if let Some(d) = &json {
         d.check("JSON")?;
     }
+    if let Some(f) = &a.flamegraph {
+        Dest::File(f.clone()).check("flame graph")?;
+        if a.load.no_watch {
+            anyhow::bail!("--flamegraph profiles the watched server: drop --no-watch");
+        }
+    }
     let text = !a.quiet && json != Some(Dest::Stdout);
     let mut outputs: Vec<Output<Run>> = Vec::new();
     outputs.extend(json.map(|d| Output::new(Json, d)));
@@ -114,5 +127,11 @@ pub fn cmd(a: RunArgs) -> anyhow::Result<ExitCode> {
     progress.finish();
     let run = run?;
     report::write_all(&run, &outputs)?;
+    if let Some(f) = &a.flamegraph {
+        // No profile (not permitted, nothing ran) is said, not fatal: the run stands.
+        if let Err(e) = report::flamegraph::write(&run, f) {
+            eprintln!("warning: no flame graph written to {}: {e:#}", f.display());
+        }
+    }
     Ok(ExitCode::SUCCESS)
 }

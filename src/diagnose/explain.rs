@@ -43,6 +43,16 @@ pub const FINDINGS: &[(&str, &str, &str)] = &[
      "Mechanism: a message split in two writes waits for the ACK of the first, which the peer delays ~40 ms.\nConfirm: a latency histogram peak at 40 ms; `ss -ti`.\nFix: `tcp_nodelay on;`, one write per message."),
     ("http-errors", "most responses were errors: requests/s counts failures",
      "Mechanism: error responses are cheap; a run full of them measures the error path.\nConfirm: `--latency` status codes; the server's error log.\nFix: fix the errors, then measure again."),
+    ("kernel-network-stack", "the profile: most of the workers' CPU is the kernel's TCP/IP stack",
+     "Mechanism: once the server's own code is cheap, each request's cost is the system calls and packet processing in the kernel (tcp_sendmsg, tcp_recvmsg, ip_output, netif_receive_skb…).\nConfirm: `perf top -p WORKER` shows tcp_*/ip_*/skb_* functions on top.\nFix: `sendfile on; tcp_nopush on;`, keep-alive, `reuseport` with one worker per core; beyond that more cores, NIC queues (RSS) or a kernel-bypass stack.\nSource: nginx-evaluation-jemalloc-dpdk.txt (the bottleneck becomes the kernel TCP stack; DPDK)."),
+    ("allocator-hot", "the profile: malloc/free take a visible share of the workers' CPU",
+     "Mechanism: glibc's malloc serialises and fragments under many small allocations; jemalloc or tcmalloc are faster for servers.\nConfirm: `perf top -p WORKER` shows malloc, _int_malloc, _int_free, free.\nFix: LD_PRELOAD libjemalloc.so.2 (Debian: libjemalloc2) into the server and compare.\nSource: nginx-evaluation-jemalloc-dpdk.txt (jemalloc +8%)."),
+    ("compression-cpu", "the profile: compressing responses (deflate) takes the workers' CPU",
+     "Mechanism: gzip on the fly costs CPU per response, steeply more at high gzip_comp_level for little size gain.\nConfirm: `perf top -p WORKER` shows deflate_slow/longest_match in libz.\nFix: `gzip_comp_level 1`–4, `gzip_static on;` with precompressed files, or cache compressed responses.\nSource: nginx-evaluation-jemalloc-dpdk.txt (gzip in the evaluated config)."),
+    ("tls-cpu", "the profile: TLS handshakes and crypto take the workers' CPU",
+     "Mechanism: each full TLS handshake costs public-key operations; short connections pay it per request.\nConfirm: `perf top -p WORKER` shows libcrypto (BN_*, ecp_nistz256_*, EVP_*).\nFix: keep-alive, session resumption (`ssl_session_cache`, tickets), ECDSA certificates, AES-GCM with AES-NI."),
+    ("syscall-bound", "the profile: most worker CPU is system calls each moving a fraction of a response",
+     "Mechanism: every read/write/readv/writev costs a kernel entry and exit; small buffers multiply the calls per response.\nConfirm: `strace -c -p WORKER` (calls per second), `strace -e readv,writev -p WORKER` (bytes per call).\nFix: larger proxy_buffers/proxy_buffer_size or output_buffers, sendfile, upstream keep-alive.\nSource: reverse-proxy-throughput-halved.zh.txt (readv of 4096 bytes)."),
 ];
 
 /// The long explanation of `id`, or `None` for an unknown id.

@@ -55,3 +55,27 @@ pub fn with_log(run: &mut Run, class: &str, count: u64, file: &str, needle: &str
         example,
     });
 }
+
+/// Puts the profile captured in the lab (`tests/data/profiles/NAME.json`) into `run`,
+/// its samples attributed to the run's busiest front worker.
+pub fn with_profile(run: &mut Run, name: &str) {
+    let p = format!(
+        "{}/tests/data/profiles/{name}.json",
+        env!("CARGO_MANIFEST_DIR")
+    );
+    let mut profile: crate::run::Profile =
+        serde_json::from_str(&std::fs::read_to_string(&p).unwrap()).unwrap();
+    let ev = run.evidence.as_mut().unwrap();
+    let worker = ev
+        .window
+        .processes
+        .iter()
+        .filter(|p| p.role == "worker" && p.is_front())
+        .max_by(|a, b| a.cpu_pct.total_cmp(&b.cpu_pct))
+        .expect("a front worker")
+        .pid;
+    for s in profile.stacks.iter_mut() {
+        s.pid = worker;
+    }
+    ev.profile = Some(profile);
+}

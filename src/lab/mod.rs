@@ -33,6 +33,9 @@ pub struct LabOptions {
     pub json_dir: Option<std::path::PathBuf>,
     /// Print loadlens's own report of each run.
     pub show_runs: bool,
+    /// Profile the server (on by default; `--no-profile`); with `json_dir` the flame
+    /// graphs go there too, `<scenario>-before.svg`.
+    pub profile: bool,
 }
 
 /// What a lab run produced.
@@ -91,6 +94,18 @@ fn run_once(
     for p in &setup.server_pids {
         cmd.args(["--server-pid", &p.to_string()]);
     }
+    let stage = if fixed { "after" } else { "before" };
+    if opts.profile {
+        match &opts.json_dir {
+            Some(dir) => {
+                cmd.arg("--flamegraph")
+                    .arg(dir.join(format!("{}-{stage}.svg", sc.name)));
+            }
+            None => {
+                cmd.arg("--profile");
+            }
+        }
+    }
     if !opts.show_runs {
         cmd.arg("-q");
     }
@@ -123,12 +138,7 @@ fn run_once(
     let text = std::fs::read_to_string(&json)?;
     let run = Run::from_json(&text)?;
     if let Some(dir) = &opts.json_dir {
-        let name = format!(
-            "{}-{}.json",
-            sc.name,
-            if fixed { "after" } else { "before" }
-        );
-        std::fs::write(dir.join(name), text)?;
+        std::fs::write(dir.join(format!("{}-{stage}.json", sc.name)), text)?;
     }
     if opts.keep {
         eprintln!(

@@ -13,6 +13,8 @@
 pub mod compare;
 pub mod during;
 pub mod findings;
+pub mod flamegraph;
+pub mod profile;
 pub mod repeat;
 pub mod sweep;
 pub mod terminal;

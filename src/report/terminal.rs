@@ -138,6 +138,7 @@ pub fn render(run: &Run, latency: bool) -> String {
     o.push_str(&super::repeat::render(run));
     if let Some(e) = &run.evidence {
         o.push_str(&super::during::render(e));
+        o.push_str(&super::profile::render(e));
     }
     // Without the watch only client-side findings can exist; say nothing when none did.
     if run.evidence.is_some() || !run.findings.is_empty() {

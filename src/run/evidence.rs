@@ -6,7 +6,7 @@ use std::collections::BTreeMap;
 
 use serde::{Deserialize, Serialize};
 
-use super::{ServerLog, Topology};
+use super::{Profile, ServerLog, Topology};
 
 /// Everything watched during a run.
 #[derive(Debug, Clone, Default, Serialize, Deserialize, schemars::JsonSchema)]
@@ -24,6 +24,9 @@ pub struct Evidence {
     /// The servers' error logs over the window, classified (nginx, php-fpm).
     #[serde(default)]
     pub logs: Vec<ServerLog>,
+    /// On-CPU stacks of the server processes over the window (`--profile`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub profile: Option<Profile>,
     /// Sources that could not be read, and why (the run went on without them).
     pub warnings: Vec<String>,
     /// The sampler thread's own CPU use over the window, percent of one core: the cost

@@ -18,6 +18,7 @@ mod evidence;
 mod finding;
 mod load;
 mod logs;
+mod profile;
 mod repeat;
 mod sweep;
 mod topology;
@@ -41,6 +42,7 @@ pub use load::{
     Percentile, Second, Spread, LOAD_METRICS, PERCENTILES,
 };
 pub use logs::{LogClass, ServerLog};
+pub use profile::{split_frame, Profile, Stack, Top, TopFunction, KERNEL_SUFFIX};
 pub use repeat::Repetition;
 pub use sweep::{Ceiling, Cell, Dim, Step, Sweep, SWEEP_SCHEMA_VERSION};
 pub use topology::{Listener, NginxConfig, ServerProcess, Topology};

@@ -126,8 +126,20 @@ pub fn discover(
     if front.is_empty() {
         front = hinted.clone();
     } else {
-        // Named processes that are not the front are its upstreams (php-fpm, a backend).
-        upstream.extend(hinted.difference(&front).copied());
+        // A named parent of a holder is the front's master (its own fds may be
+        // unreadable to a non-root user); other named processes are the front's
+        // upstreams (php-fpm, a backend).
+        let parents: BTreeSet<i32> = front
+            .iter()
+            .filter_map(|p| procs.get(p).map(|(ppid, _)| *ppid))
+            .collect();
+        for &h in hinted.difference(&front.clone()) {
+            if parents.contains(&h) {
+                front.insert(h);
+            } else {
+                upstream.insert(h);
+            }
+        }
     }
     let front = with_children(&front, &procs);
     push_processes(&mut topo, &front, "front", &procs);

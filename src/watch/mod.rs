@@ -12,13 +12,14 @@
 
 //!
 //! Files: `sampler` (the thread), `snapshot` (reading every source), `rates` (two
-//! snapshots → a sample or the window), `host` (facts read once), [`logs`] (the servers' error logs), [`discover`] (which
+//! snapshots → a sample or the window), `host` (facts read once), [`logs`] (the servers' error logs), [`profile`] (on-CPU stacks), [`discover`] (which
 //! processes and sockets serve the URL), [`nginx`] (its running configuration).
 
 pub mod discover;
 mod host;
 pub mod logs;
 pub mod nginx;
+pub mod profile;
 mod rates;
 mod sampler;
 mod snapshot;
@@ -41,6 +42,8 @@ pub struct WatchSpec {
     pub interval: Duration,
     pub target: SocketAddr,
     pub hints: Hints,
+    /// Profile the server processes at this many samples per second (`--profile`).
+    pub profile_hz: Option<u64>,
 }
 
 /// A running watch: the sampler thread and what it needs to finish.

@@ -6,13 +6,13 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::sync::mpsc::{self, RecvTimeoutError};
 use std::time::{Duration, Instant};
 
-use crate::run::Evidence;
+use crate::run::{Evidence, Profile, Topology};
 use crate::sys::sockdiag::{self, Diag};
 use crate::sys::thread_cpu::ThreadCpuSample;
 
 use super::host::link_speeds;
 use super::snapshot::{all_cpu_ticks, qdiscs, ProcSnap, Reader, Snapshot};
-use super::{discover, logs, WatchSpec, MAX_SAMPLES};
+use super::{discover, logs, profile, WatchSpec, MAX_SAMPLES};
 
 /// The sampler thread: set-up, then a sample every interval until told to stop.
 pub(super) fn sampler(
@@ -81,6 +81,14 @@ pub(super) fn sampler(
     // Where each server's error log ends now: what is appended from here on is the
     // window's.
     let tails = logs::find(&topology.processes, topology.nginx.as_ref());
+    let profiler = spec.profile_hz.and_then(|hz| {
+        let pids: Vec<i32> = topology.processes.iter().map(|p| p.pid).collect();
+        let p = profile::Profiler::start(&pids, hz)
+            .map_err(|e| reader.warnings.push(e))
+            .ok()?;
+        reader.warnings.extend(p.note.clone());
+        Some(p)
+    });
     let mut before = reader.snapshot();
     before.qdiscs = qdiscs();
     before.all_ticks = all_cpu_ticks();
@@ -141,6 +149,11 @@ pub(super) fn sampler(
     // The partial last interval, so even a short run has a sample.
     samples.push(reader.sample(start, &prev, &after));
     snaps.push(after.clone());
+    let profile = profiler.map(|p| {
+        let mut p = p.finish();
+        p.top = busiest_front_worker(&p, &topology).map(|pid| p.top_of(pid, 15));
+        p
+    });
     let window = reader.window(&before, &after, &samples, &snaps);
     let logs: Vec<_> = tails.iter().map(logs::Tail::finish).collect();
     let sampler_cpu_pct = ThreadCpuSample::now()
@@ -154,6 +167,26 @@ pub(super) fn sampler(
         samples,
         window,
         logs,
+        profile,
         warnings: reader.warnings,
     }
+}
+
+/// The front worker with the most samples (any process when no worker was sampled).
+fn busiest_front_worker(p: &Profile, topology: &Topology) -> Option<i32> {
+    let workers: Vec<i32> = topology
+        .processes
+        .iter()
+        .filter(|s| s.tier != "upstream" && s.role != "master")
+        .map(|s| s.pid)
+        .collect();
+    let candidates = if workers.iter().any(|&w| p.samples_of(&[w]) > 0) {
+        workers
+    } else {
+        topology.processes.iter().map(|s| s.pid).collect()
+    };
+    candidates
+        .into_iter()
+        .filter(|&w| p.samples_of(&[w]) > 0)
+        .max_by_key(|&w| p.samples_of(&[w]))
 }

@@ -106,6 +106,40 @@ pub(super) fn server_cpu_saturated(c: &Ctx) -> Option<Finding> {
     } else {
         "the CPU is the limit: profile where it goes (`perf top -p PID`): TLS, gzip, logging, syscalls; or add machines".into()
     };
+    // With a profile, say where the CPU went instead of asking for one.
+    if let Some((p, pids)) = super::profile::profiled(c) {
+        let busiest = pids
+            .iter()
+            .copied()
+            .max_by_key(|&pid| p.samples_of(&[pid]))
+            .unwrap_or(pids[0]);
+        let top = p.top_of(busiest, 3);
+        let names: Vec<String> = top
+            .functions
+            .iter()
+            .map(|t| {
+                format!(
+                    "{:.0}% {}{}",
+                    t.self_pct,
+                    if t.kernel { "kernel " } else { "" },
+                    t.name
+                )
+            })
+            .collect();
+        f.evidence.push(fact(
+            "profile: busiest worker in the kernel",
+            top.kernel_pct,
+            "%",
+        ));
+        f.fix = f.fix.replace(
+            "then profile where the CPU goes (`perf top -p PID`)",
+            &format!("the profile's top functions: {}", names.join(", ")),
+        );
+        f.fix = f.fix.replace(
+            "profile where it goes (`perf top -p PID`): TLS, gzip, logging, syscalls",
+            &format!("the profile's top functions: {}", names.join(", ")),
+        );
+    }
     if let Some(level) = gzip_level(c).filter(|l| *l >= 5) {
         // Responses were compressed on the fly at a costly level: deflate's cost grows
         // fast with the level while the size barely shrinks past 4.

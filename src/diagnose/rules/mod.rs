@@ -11,6 +11,7 @@ mod http;
 mod limits;
 mod network;
 mod ports;
+pub mod profile;
 mod stalls;
 mod upstream;
 
@@ -40,6 +41,11 @@ pub(super) const ALL: &[Rule] = &[
     network::retransmits,
     http::nagle_delayed_ack,
     http::http_errors,
+    profile::kernel_network_stack,
+    profile::allocator_hot,
+    profile::compression_cpu,
+    profile::tls_cpu,
+    profile::syscall_bound,
 ];
 
 /// Findings that describe capacity (what the limit was) rather than a fault: demoted to

@@ -105,6 +105,21 @@ pub(super) fn time_wait_connect_cost(c: &Ctx) -> Option<Finding> {
     f.explanation = format!(
         "The server opened a new connection to its upstream for almost every request and closed it, leaving it in TIME_WAIT; with net.ipv4.tcp_tw_reuse={reuse}, each connect() searches past those entries for a free port (inet_hash_connect, __inet_check_established), so the worker's CPU goes to the kernel."
     );
+    // The profile confirms it: the port search itself, on the workers' stacks.
+    if let Some((p, pids)) = super::profile::profiled(c) {
+        let share = p.share(&pids, super::profile::connect_port_search);
+        f.evidence.push(fact(
+            "profile: worker samples in connect()'s port search (inet_hash_connect, __inet_check_established)",
+            share,
+            "%",
+        ));
+        if share >= 10.0 {
+            f.confidence = f.confidence.max(ramp(share, 10.0, 40.0).max(0.9));
+            f.explanation.push_str(&format!(
+                " The profile shows it: {share:.0}% of the worker's samples were in that search."
+            ));
+        }
+    }
     f.fix = format!(
         "reuse upstream connections: `keepalive 32;`{} (and `keepalive_requests` high) in the upstream block with `proxy_http_version 1.1; proxy_set_header Connection \"\";` (FastCGI: `fastcgi_keep_conn on;`); or set net.ipv4.tcp_tw_reuse=1 (now {reuse})",
         c.now("keepalive")

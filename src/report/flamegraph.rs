@@ -1,0 +1,59 @@
+//! The flame graph of a Run's profile: an SVG drawn by inferno from the folded stacks,
+//! one root per server process kind (`nginx (front)`, `php-fpm8.2 (upstream)`). It
+//! opens in any browser, with inferno's search and zoom, and needs no network.
+
+use std::path::Path;
+
+use anyhow::Context;
+
+use crate::run::Run;
+
+/// The SVG of `run`'s profile. Err when the Run holds no profile or no samples.
+pub fn svg(run: &Run) -> anyhow::Result<Vec<u8>> {
+    let ev = run
+        .evidence
+        .as_ref()
+        .context("the Run has no evidence (--no-watch)")?;
+    let p = ev
+        .profile
+        .as_ref()
+        .context("the Run has no profile (see its warnings: perf events may not be permitted)")?;
+    if p.samples == 0 {
+        anyhow::bail!("the profile holds no samples: the server did not run on a CPU");
+    }
+    let label = |pid: i32| {
+        ev.topology
+            .processes
+            .iter()
+            .find(|s| s.pid == pid)
+            .map(|s| {
+                format!(
+                    "{} ({})",
+                    s.comm,
+                    if s.tier.is_empty() { "front" } else { &s.tier }
+                )
+            })
+            .unwrap_or_else(|| format!("pid {pid}"))
+    };
+    let lines = p.folded(label);
+    let mut opts = inferno::flamegraph::Options::default();
+    opts.title = format!("Where the server's CPU went: {}", run.spec.url);
+    opts.subtitle = Some(format!(
+        "{} samples at {} Hz per thread over {:.1} s{}",
+        p.samples,
+        p.frequency_hz,
+        ev.window.duration_s,
+        if p.kernel { "" } else { " (user frames only)" }
+    ));
+    opts.count_name = "samples".into();
+    let mut out = Vec::new();
+    inferno::flamegraph::from_lines(&mut opts, lines.iter().map(String::as_str), &mut out)
+        .context("drawing the flame graph")?;
+    Ok(out)
+}
+
+/// Writes the flame graph of `run` to `path`.
+pub fn write(run: &Run, path: &Path) -> anyhow::Result<()> {
+    let svg = svg(run)?;
+    std::fs::write(path, svg).with_context(|| format!("cannot write {}", path.display()))
+}
