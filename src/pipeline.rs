@@ -54,6 +54,7 @@ pub fn measure(
         warnings: Vec::new(),
         findings: Vec::new(),
         repetitions: Vec::new(),
+        interrupted: None,
     };
     run.findings = crate::diagnose::diagnose(&run);
     Ok(run)

@@ -105,18 +105,27 @@ impl Spec {
         if self.timeout_s <= 0.0 {
             return bad("--timeout must be greater than zero");
         }
-        if self.method.is_empty() || !self.method.bytes().all(|b| b.is_ascii_alphabetic()) {
+        if !is_token(&self.method) {
             return Err(SpecError::Flags(format!(
-                "invalid method `{}`: expected e.g. GET, POST, HEAD",
-                self.method
+                "invalid method `{}`: expected a token such as GET, POST, HEAD",
+                self.method.escape_debug()
             )));
         }
         for h in &self.headers {
+            // CR, LF or NUL would put a second header (or a second request) on the
+            // wire: header injection.
+            if h.bytes().any(|b| matches!(b, b'\r' | b'\n' | 0)) {
+                return Err(SpecError::Flags(format!(
+                    "invalid header `{}`: CR, LF and NUL are not allowed in a header",
+                    h.escape_debug()
+                )));
+            }
             match h.split_once(':') {
-                Some((name, _)) if !name.trim().is_empty() && !name.contains(' ') => {}
+                Some((name, _)) if is_token(name.trim_end()) && !name.starts_with(' ') => {}
                 _ => {
                     return Err(SpecError::Flags(format!(
-                        "invalid header `{h}`: expected `Name: value`"
+                        "invalid header `{}`: expected `Name: value` with a token name",
+                        h.escape_debug()
                     )))
                 }
             }
@@ -148,6 +157,12 @@ impl Spec {
         let port = url
             .port_or_known_default()
             .unwrap_or(if tls { 443 } else { 80 });
+        if port == 0 {
+            return Err(SpecError::Url {
+                url: self.url.clone(),
+                reason: "port 0 is not a port a server listens on".into(),
+            });
+        }
         let mut path = url.path().to_string();
         if let Some(q) = url.query() {
             path.push('?');
@@ -179,6 +194,13 @@ impl Spec {
     pub fn timeout(&self) -> Duration {
         Duration::from_secs_f64(self.timeout_s)
     }
+}
+
+/// An RFC 9110 token: one or more tchar (letters, digits and ``!#$%&'*+-.^_`|~``).
+fn is_token(s: &str) -> bool {
+    !s.is_empty()
+        && s.bytes()
+            .all(|b| b.is_ascii_alphanumeric() || b"!#$%&'*+-.^_`|~".contains(&b))
 }
 
 impl Target {
@@ -274,6 +296,24 @@ impl RequestBytes {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// NUL cannot come through argv, but a script building a Spec could pass one.
+    #[test]
+    fn header_bytes_that_break_the_wire_are_refused() {
+        for h in ["X: a\0b", "X: a\rb", "X: a\nb", "X\0: v"] {
+            let s = Spec {
+                headers: vec![h.into()],
+                ..spec("http://127.0.0.1/")
+            };
+            assert!(s.check_flags().is_err(), "{h:?}");
+        }
+        let ok = Spec {
+            headers: vec!["X-Token_1.a: v\tw".into()],
+            method: "M-SEARCH".into(),
+            ..spec("http://127.0.0.1/")
+        };
+        ok.check_flags().unwrap();
+    }
 
     pub(crate) fn spec(url: &str) -> Spec {
         Spec {

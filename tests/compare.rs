@@ -170,7 +170,7 @@ fn compare_refuses_what_it_cannot_read() {
     for (args, want) in [
         (
             vec![foreign.clone(), foreign.clone()],
-            "unsupported schema_version",
+            "not a loadlens Run: no schema_version",
         ),
         (vec![newer.clone(), newer.clone()], "999"),
         (

@@ -166,3 +166,25 @@ fn server_close_after_each_response_is_not_an_error() {
     assert_eq!(u(&run, "results.responses"), 100);
     assert_eq!(run["results"]["errors"]["read"], 0);
 }
+
+#[test]
+fn any_three_digit_status_is_kept_as_sent_and_two_digits_are_not_http() {
+    let s = BadServer::start(|c| {
+        let _ = c.write_all(b"HTTP/1.1 999 Odd\r\nContent-Length: 0\r\n\r\n");
+        true
+    });
+    let run = run_json(&["-n", "20", "-c", "2", "-t", "1", &s.url()]);
+    assert_eq!(
+        run["results"]["status_codes"]["999"], 20,
+        "{}",
+        run["results"]["status_codes"]
+    );
+    assert!(run["results"]["status_codes"].get("599").is_none());
+    let s = BadServer::start(|c| {
+        let _ = c.write_all(b"HTTP/1.1 099 Low\r\nContent-Length: 0\r\n\r\n");
+        true
+    });
+    let run = run_json(&["-n", "20", "-c", "2", "-t", "1", &s.url()]);
+    assert_eq!(u(&run, "results.responses"), 0);
+    assert_eq!(u(&run, "results.errors.parse"), 20);
+}

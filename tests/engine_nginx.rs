@@ -337,3 +337,23 @@ fn open_loop_keeps_the_rate_and_shows_what_closed_loop_hides() {
         false
     );
 }
+
+/// A timed run: every request nginx logged is either a response loadlens counted or
+/// one it reports as in flight when time was up (before, those `-c` requests vanished).
+#[test]
+fn a_timed_run_accounts_for_the_requests_in_flight_at_the_end() {
+    let ng = Nginx::start("", "");
+    let run = run_json(&["-d", "3s", "-c", "20", "-t", "2", &ng.url("/1k.txt")]);
+    // nginx writes the log line of an interrupted request when it notices the close.
+    std::thread::sleep(std::time::Duration::from_millis(300));
+    let log = ng.log();
+    let responses = u(&run, "results.responses");
+    let in_flight = u(&run, "results.in_flight_at_end");
+    assert!(in_flight > 0 && in_flight <= 20, "{in_flight}");
+    assert_eq!(
+        responses + in_flight,
+        log.len() as u64,
+        "responses {responses} + in flight {in_flight} vs {} log lines",
+        log.len()
+    );
+}

@@ -95,6 +95,14 @@ fn the_ceiling_of_a_pool_of_known_capacity() {
     );
     let broke = c["broke_rate"].as_f64().unwrap();
     assert!(broke > met, "{c}");
+    // Past the knee the requests wait for php-fpm's children: the upstream is named.
+    assert!(
+        c["broke_finding"]
+            .as_str()
+            .unwrap_or("")
+            .starts_with("upstream-saturated: "),
+        "{c}\n{text}"
+    );
     assert!(text.contains("Ceiling at p99<250ms"), "{text}");
     // Every step's Run is in the study, open loop (corrected latency).
     for st in c["steps"].as_array().unwrap() {

@@ -2,8 +2,10 @@
 //! timeout and TLS, the watch; and what they do before a load starts (read the body,
 //! catch Ctrl-C).
 
+use std::io::Read;
 use std::path::PathBuf;
-use std::sync::atomic::AtomicBool;
+use std::process::ExitCode;
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -74,8 +76,30 @@ impl LoadFlags {
     pub fn body(&self) -> anyhow::Result<Vec<u8>> {
         Ok(match (&self.body, &self.body_file) {
             (Some(b), _) => b.clone().into_bytes(),
-            (None, Some(p)) => std::fs::read(p)
-                .with_context(|| format!("cannot read the body file {}", p.display()))?,
+            (None, Some(p)) => {
+                let meta = std::fs::metadata(p)
+                    .with_context(|| format!("cannot read the body file {}", p.display()))?;
+                // A device or a FIFO may never end (/dev/zero): only files are read.
+                if !meta.is_file() {
+                    anyhow::bail!(
+                        "--body-file {} is not a regular file (a device or pipe may never end): save the body to a file",
+                        p.display()
+                    );
+                }
+                if meta.len() > MAX_BODY_BYTES {
+                    anyhow::bail!(
+                        "--body-file {} is {} bytes: at most {} MiB is sent as a body",
+                        p.display(),
+                        meta.len(),
+                        MAX_BODY_BYTES >> 20
+                    );
+                }
+                let mut body = Vec::new();
+                std::fs::File::open(p)
+                    .and_then(|f| f.take(MAX_BODY_BYTES).read_to_end(&mut body))
+                    .with_context(|| format!("cannot read the body file {}", p.display()))?;
+                body
+            }
             (None, None) => Vec::new(),
         })
     }
@@ -97,6 +121,7 @@ impl LoadFlags {
             insecure: self.insecure,
         };
         spec.check_flags()?;
+        ensure_fd_limit(spec.connections)?;
         if self.sample < Duration::from_millis(100) {
             anyhow::bail!("--sample must be at least 100ms");
         }
@@ -119,11 +144,74 @@ impl LoadFlags {
 
 /// A flag raised by the first Ctrl-C or SIGTERM (the load ends early and still
 /// reports); a second one kills.
-pub fn stop_on_signals() -> anyhow::Result<Arc<AtomicBool>> {
-    let stop = Arc::new(AtomicBool::new(false));
+pub fn stop_on_signals() -> anyhow::Result<Stop> {
+    let flag = Arc::new(AtomicBool::new(false));
+    let signal = Arc::new(AtomicUsize::new(0));
     for sig in [signal_hook::consts::SIGINT, signal_hook::consts::SIGTERM] {
-        signal_hook::flag::register_conditional_shutdown(sig, 130, stop.clone())?;
-        signal_hook::flag::register(sig, stop.clone())?;
+        signal_hook::flag::register_conditional_shutdown(sig, 128 + sig, flag.clone())?;
+        signal_hook::flag::register_usize(sig, signal.clone(), sig as usize)?;
+        signal_hook::flag::register(sig, flag.clone())?;
     }
-    Ok(stop)
+    Ok(Stop { flag, signal })
+}
+
+/// What stops a load early, and which signal did.
+pub struct Stop {
+    pub flag: Arc<AtomicBool>,
+    signal: Arc<AtomicUsize>,
+}
+
+impl Stop {
+    /// The signal that stopped the load, by name, if one did.
+    pub fn signal(&self) -> Option<&'static str> {
+        match self.signal.load(Ordering::Relaxed) as i32 {
+            0 => None,
+            signal_hook::consts::SIGTERM => Some("SIGTERM"),
+            _ => Some("SIGINT"),
+        }
+    }
+
+    /// The shell's exit status for a run ended by that signal (128 + its number), or
+    /// success.
+    pub fn exit_code(&self) -> ExitCode {
+        match self.signal.load(Ordering::Relaxed) {
+            0 => ExitCode::SUCCESS,
+            s => ExitCode::from(128 + s as u8),
+        }
+    }
+}
+
+/// The body a file may hold: a larger one is refused before any load.
+pub const MAX_BODY_BYTES: u64 = 64 << 20;
+
+/// Raises the soft open-files limit to what `connections` need (one fd each, plus
+/// slack for the threads' pollers, the watch and the profile) when the hard limit
+/// allows; otherwise says so in one line, before any load.
+pub fn ensure_fd_limit(connections: u32) -> anyhow::Result<()> {
+    let need = connections as u64 + 256;
+    let mut lim = libc::rlimit {
+        rlim_cur: 0,
+        rlim_max: 0,
+    };
+    // SAFETY: getrlimit/setrlimit with a valid pointer.
+    if unsafe { libc::getrlimit(libc::RLIMIT_NOFILE, &mut lim) } != 0 {
+        return Ok(());
+    }
+    if lim.rlim_cur >= need {
+        return Ok(());
+    }
+    if lim.rlim_max >= need {
+        let raised = libc::rlimit {
+            rlim_cur: lim.rlim_max,
+            rlim_max: lim.rlim_max,
+        };
+        if unsafe { libc::setrlimit(libc::RLIMIT_NOFILE, &raised) } == 0 {
+            return Ok(());
+        }
+    }
+    anyhow::bail!(
+        "-c {connections} needs about {need} open files but the limit is {} (hard limit {}): lower -c, or raise the limit (`ulimit -n {need}`, or LimitNOFILE= for a service)",
+        lim.rlim_cur,
+        lim.rlim_max
+    )
 }

@@ -119,13 +119,21 @@ pub fn cmd(mut a: RunArgs) -> anyhow::Result<ExitCode> {
     };
     let bar = progress.bar();
     let repeat = a.repeat;
-    let run = pipeline::measure_repeated(&job, repeat, a.pause, stop, &mut progress, &mut |i| {
-        if let (Some(b), true) = (&bar, repeat > 1) {
-            b.set_prefix(format!("repetition {} of {repeat}  ", i + 1));
-        }
-    });
+    let run = pipeline::measure_repeated(
+        &job,
+        repeat,
+        a.pause,
+        stop.flag.clone(),
+        &mut progress,
+        &mut |i| {
+            if let (Some(b), true) = (&bar, repeat > 1) {
+                b.set_prefix(format!("repetition {} of {repeat}  ", i + 1));
+            }
+        },
+    );
     progress.finish();
-    let run = run?;
+    let mut run = run?;
+    run.interrupted = stop.signal().map(String::from);
     report::write_all(&run, &outputs)?;
     if let Some(f) = &a.flamegraph {
         // No profile (not permitted, nothing ran) is said, not fatal: the run stands.
@@ -133,5 +141,5 @@ pub fn cmd(mut a: RunArgs) -> anyhow::Result<ExitCode> {
             eprintln!("warning: no flame graph written to {}: {e:#}", f.display());
         }
     }
-    Ok(ExitCode::SUCCESS)
+    Ok(stop.exit_code())
 }

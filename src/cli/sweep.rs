@@ -138,6 +138,7 @@ pub fn cmd(a: SweepArgs) -> anyhow::Result<ExitCode> {
     )?;
     for p in grid.plan(&base) {
         p.spec.check_flags()?;
+        super::load::ensure_fd_limit(p.spec.connections)?;
     }
     for url in &grid.urls {
         let spec = Spec {
@@ -175,12 +176,12 @@ pub fn cmd(a: SweepArgs) -> anyhow::Result<ExitCode> {
             &job,
             a.repeat,
             a.pause,
-            stop.clone(),
+            stop.flag.clone(),
             &mut Silent,
             &mut |_| {},
         )
     };
-    let stopped = || stop.load(Ordering::Relaxed);
+    let stopped = || stop.flag.load(Ordering::Relaxed);
     let sweep = if let Some(slo) = &a.slo {
         let search = Search {
             slo,
@@ -222,7 +223,7 @@ pub fn cmd(a: SweepArgs) -> anyhow::Result<ExitCode> {
         b.finish_and_clear();
     }
     report::write_all(&sweep, &outputs)?;
-    Ok(ExitCode::SUCCESS)
+    Ok(stop.exit_code())
 }
 
 /// The views asked for, each checked writable before any load; the text goes to

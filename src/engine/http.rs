@@ -203,6 +203,10 @@ impl ResponseParser {
             Err(e) => return Err(ParseError::Head(e.to_string())),
         };
         let status = resp.code.unwrap_or(0);
+        // Three digits, 100–999 (RFC 9110 §15); anything else is not HTTP.
+        if !(100..=999).contains(&status) {
+            return Err(ParseError::Head(format!("status code {status}")));
+        }
         let mut keep_alive = resp.version == Some(1);
         let mut content_length: Option<u64> = None;
         let mut chunked = false;

@@ -23,7 +23,7 @@ pub enum ErrorKind {
 pub const ERROR_KINDS: usize = 5;
 
 /// Status codes are counted in a fixed array indexed by code: no map, no allocation.
-pub const STATUS_SLOTS: usize = 600;
+pub const STATUS_SLOTS: usize = 1000;
 
 /// Significant figures kept by every latency histogram.
 pub const SIGFIG: u8 = 3;
@@ -45,6 +45,8 @@ pub struct ThreadStats {
     pub status: Box<[u64; STATUS_SLOTS]>,
     /// Connections established (TCP connect, plus TLS handshake for https).
     pub connections: u64,
+    /// Requests begun but unanswered when the loop ended.
+    pub in_flight: u64,
     /// Request latency, µs: from the first byte of the request written to the last byte
     /// of the response read.
     pub latency: Histogram<u64>,
@@ -61,6 +63,7 @@ impl ThreadStats {
             connect_errno: Vec::new(),
             status: Box::new([0; STATUS_SLOTS]),
             connections: 0,
+            in_flight: 0,
             latency: latency_histogram(max_latency),
             connect_time: latency_histogram(max_latency),
         }
@@ -87,6 +90,7 @@ impl ThreadStats {
     /// Adds another thread's counts into this one.
     pub fn merge(&mut self, other: &ThreadStats) {
         self.responses += other.responses;
+        self.in_flight += other.in_flight;
         self.bytes_read += other.bytes_read;
         for (a, b) in self.errors.iter_mut().zip(other.errors.iter()) {
             *a += b;

@@ -279,6 +279,11 @@ impl<T: Transport> Worker<T> {
                 }
             }
         }
+        // Requests on the wire when time ran out: accounted, neither response nor error.
+        lp.stats.in_flight = conns
+            .iter()
+            .filter(|c| c.phase == Phase::Reading || (c.phase == Phase::Writing && c.written > 0))
+            .count() as u64;
         lp.tick(second_of(self.start, next_tick), true);
         Ok(lp.stats)
     }

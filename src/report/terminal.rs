@@ -69,6 +69,13 @@ pub fn render(run: &Run, latency: bool) -> String {
         r.duration_s,
         fmt_bytes(r.bytes_read as f64)
     );
+    if r.in_flight_at_end > 0 {
+        let _ = writeln!(
+            o,
+            "  {} requests in flight when the run ended (not counted above)",
+            r.in_flight_at_end
+        );
+    }
     let e = &r.errors;
     if e.connect + e.read + e.write + e.timeout > 0 {
         let _ = writeln!(
@@ -134,6 +141,12 @@ pub fn render(run: &Run, latency: bool) -> String {
         );
     }
     let _ = writeln!(o, "Requests/sec: {:>10.2}", r.requests_per_s);
+    if let Some(sig) = &run.interrupted {
+        let _ = writeln!(
+            o,
+            "interrupted by {sig}: the load ended early; these are the numbers until then"
+        );
+    }
     let _ = writeln!(o, "Transfer/sec: {:>10}", fmt_bytes(r.bytes_per_s));
     o.push_str(&super::repeat::render(run));
     if let Some(e) = &run.evidence {

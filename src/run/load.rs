@@ -33,6 +33,11 @@ pub struct LoadResults {
     pub non_2xx_3xx: u64,
     /// TCP connections established (and TLS handshakes completed, for https).
     pub connections_opened: u64,
+    /// Requests sent (wholly or in part) whose response had not come when the run
+    /// ended (`-d` time up, or a signal): not counted as responses or errors, so
+    /// responses + errors + in flight = requests sent.
+    #[serde(default)]
+    pub in_flight_at_end: u64,
     /// Requests per connection in force (`--connreqs`); `None` = keep-alive as long as
     /// the server allows.
     pub requests_per_connection: Option<u32>,

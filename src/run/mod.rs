@@ -82,16 +82,24 @@ pub struct Run {
     /// it was found. Empty for a single run.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub repetitions: Vec<Repetition>,
+    /// The signal that ended the load early (`SIGINT`, `SIGTERM`): the results hold what
+    /// was measured until then. Absent for a run that ran its course.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub interrupted: Option<String>,
 }
 
 impl Run {
     pub fn from_json(text: &str) -> anyhow::Result<Run> {
         let v: serde_json::Value = serde_json::from_str(text).context("not JSON")?;
-        let version = v.get("schema_version").and_then(|x| x.as_u64());
-        if version != Some(SCHEMA_VERSION as u64) {
-            anyhow::bail!(
-                "unsupported schema_version {version:?}: this loadlens reads version {SCHEMA_VERSION}"
-            );
+        match v.get("schema_version").and_then(|x| x.as_u64()) {
+            Some(n) if n == SCHEMA_VERSION as u64 => {}
+            Some(n) if n > SCHEMA_VERSION as u64 => anyhow::bail!(
+                "this Run has schema_version {n}, from a newer loadlens: this one reads version {SCHEMA_VERSION} (upgrade loadlens)"
+            ),
+            Some(n) => anyhow::bail!(
+                "this Run has schema_version {n}: this loadlens reads version {SCHEMA_VERSION}"
+            ),
+            None => anyhow::bail!("not a loadlens Run: no schema_version"),
         }
         serde_json::from_value(v).context("not a loadlens Run")
     }

@@ -42,6 +42,7 @@ impl LoadResults {
             add_counts(&mut out.status_codes, &p.status_codes);
             out.non_2xx_3xx += p.non_2xx_3xx;
             out.connections_opened += p.connections_opened;
+            out.in_flight_at_end += p.in_flight_at_end;
             let offset = out.timeline.last().map_or(0, |s| s.t_s + 1);
             out.timeline.extend(p.timeline.iter().cloned().map(|mut s| {
                 s.t_s += offset;

@@ -1,0 +1,180 @@
+//! Inputs with limits: each case failed before (issue: reliability) — a header that
+//! puts CR/LF on the wire, a body file that never ends, more connections than open
+//! files, port 0, a Run from a newer loadlens — and now fails fast with one line and
+//! exit 2, nothing sent. And a run stopped by a signal says so and exits 128 + signal.
+
+mod common;
+
+use std::time::{Duration, Instant};
+
+use common::{loadlens, Nginx};
+
+fn fails_fast(args: &[&str], needle: &str) {
+    let t0 = Instant::now();
+    let out = loadlens().args(args).output().unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{args:?}: {err}");
+    assert!(err.contains(needle), "{args:?}: `{needle}` not in: {err}");
+    assert_eq!(err.trim_end().lines().count(), 1, "one line: {err}");
+    assert!(out.stdout.is_empty());
+    assert!(
+        t0.elapsed() < Duration::from_secs(2),
+        "{args:?} took {:?}",
+        t0.elapsed()
+    );
+}
+
+#[test]
+fn requests_that_would_smuggle_or_never_start_are_refused() {
+    let ng = Nginx::start("", "");
+    let url = ng.url("/1k.txt");
+    let cases: &[(&[&str], &str)] = &[
+        (&["-H", "X: a\r\nY: b"], "CR, LF and NUL are not allowed"),
+        (
+            &["-H", "X: a\nGET / HTTP/1.1"],
+            "CR, LF and NUL are not allowed",
+        ),
+        (&["-H", "Bad Name: v"], "with a token name"),
+        (&["-H", "(x): v"], "with a token name"),
+        (&["-m", "GE T"], "invalid method"),
+        (&["-m", "GET\r\n"], "invalid method"),
+        (&["--body-file", "/dev/zero"], "is not a regular file"),
+        (&["--body-file", "/dev/stdin"], "is not a regular file"),
+    ];
+    for (flags, needle) in cases {
+        let mut args = vec!["run", url.as_str(), "-d", "1s"];
+        args.extend_from_slice(flags);
+        fails_fast(&args, needle);
+    }
+    // A token method other than GET is fine.
+    let out = loadlens()
+        .args([
+            "run", &url, "-n", "5", "-c", "1", "-t", "1", "-m", "OPTIONS", "-q",
+        ])
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    // Nothing of the refused runs reached nginx.
+    assert_eq!(ng.log().len(), 5);
+}
+
+#[test]
+fn a_body_file_past_the_limit_is_refused() {
+    let dir = tempfile::tempdir().unwrap();
+    let big = dir.path().join("big");
+    let f = std::fs::File::create(&big).unwrap();
+    f.set_len((64 << 20) + 1).unwrap(); // sparse: no disk used
+    fails_fast(
+        &[
+            "run",
+            "http://127.0.0.1:9/",
+            "--body-file",
+            big.to_str().unwrap(),
+        ],
+        "at most 64 MiB",
+    );
+}
+
+#[test]
+fn more_connections_than_open_files_is_refused_before_any_load() {
+    let ng = Nginx::start("", "");
+    // A hard limit of 1024 files: 5000 connections cannot be had, whatever the soft
+    // limit is raised to.
+    let t0 = Instant::now();
+    let out = std::process::Command::new("prlimit")
+        .arg("--nofile=1024:1024")
+        .arg(env!("CARGO_BIN_EXE_loadlens"))
+        .args(["run", &ng.url("/1k.txt"), "-c", "5000", "-d", "1s"])
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{err}");
+    assert!(
+        err.contains("-c 5000 needs about 5256 open files but the limit is 1024 (hard limit 1024)"),
+        "{err}"
+    );
+    assert!(err.contains("ulimit -n"), "{err}");
+    assert!(t0.elapsed() < Duration::from_secs(1), "{:?}", t0.elapsed());
+    assert_eq!(ng.log().len(), 0);
+    // Within the hard limit the soft limit is raised and the run goes on.
+    let out = std::process::Command::new("prlimit")
+        .arg("--nofile=256:4096")
+        .arg(env!("CARGO_BIN_EXE_loadlens"))
+        .args([
+            "run",
+            &ng.url("/1k.txt"),
+            "-c",
+            "600",
+            "-t",
+            "1",
+            "-n",
+            "1200",
+            "-q",
+        ])
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert_eq!(ng.log().len(), 1200);
+}
+
+#[test]
+fn port_zero_and_a_run_from_a_newer_loadlens() {
+    fails_fast(&["run", "http://127.0.0.1:0/"], "port 0 is not a port");
+    let dir = tempfile::tempdir().unwrap();
+    let p = dir.path().join("future.json");
+    std::fs::write(&p, r#"{"schema_version": 999}"#).unwrap();
+    fails_fast(
+        &["report", p.to_str().unwrap()],
+        "schema_version 999, from a newer loadlens",
+    );
+}
+
+#[test]
+fn a_run_stopped_by_a_signal_says_so_and_exits_128_plus_it() {
+    let ng = Nginx::start("", "");
+    let dir = tempfile::tempdir().unwrap();
+    for (sig, name, code) in [
+        (libc::SIGINT, "SIGINT", 130),
+        (libc::SIGTERM, "SIGTERM", 143),
+    ] {
+        let json = dir.path().join(format!("{name}.json"));
+        let child = loadlens()
+            .args([
+                "run",
+                &ng.url("/1k.txt"),
+                "-c",
+                "2",
+                "-t",
+                "1",
+                "-d",
+                "30s",
+                "--no-watch",
+            ])
+            .arg("--json")
+            .arg(&json)
+            .stdout(std::process::Stdio::piped())
+            .spawn()
+            .unwrap();
+        std::thread::sleep(Duration::from_millis(700));
+        // SAFETY: kill(2) on our own child.
+        unsafe { libc::kill(child.id() as i32, sig) };
+        let t0 = Instant::now();
+        let out = child.wait_with_output().unwrap();
+        assert!(t0.elapsed() < Duration::from_secs(3), "stops promptly");
+        assert_eq!(out.status.code(), Some(code), "{name}");
+        let text = String::from_utf8_lossy(&out.stdout);
+        assert!(text.contains(&format!("interrupted by {name}")), "{text}");
+        let run: serde_json::Value =
+            serde_json::from_str(&std::fs::read_to_string(&json).unwrap()).unwrap();
+        assert_eq!(run["interrupted"], name);
+        assert!(run["results"]["responses"].as_u64().unwrap() > 0);
+    }
+}
