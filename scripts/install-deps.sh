@@ -14,6 +14,9 @@ want setpriv util-linux
 want pgrep procps
 want sysctl procps
 want chrt util-linux
+want prlimit util-linux
+# The HTML report is opened in a real browser by its test.
+[ "$what" = test ] && want chromium chromium
 ls /usr/sbin/php-fpm* >/dev/null 2>&1 || need+=(php-fpm)
 if [ "$what" = bench ]; then
   want wrk wrk

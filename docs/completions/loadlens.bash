@@ -124,13 +124,17 @@ _loadlens() {
             return 0
             ;;
         loadlens__subcmd__compare)
-            opts="-h -V --json --fail-if-slower --help --version"
+            opts="-h -V --json --html --fail-if-slower --help --version"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
             fi
             case "${prev}" in
                 --json)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --html)
                     COMPREPLY=($(compgen -f "${cur}"))
                     return 0
                     ;;
@@ -508,12 +512,16 @@ _loadlens() {
             return 0
             ;;
         loadlens__subcmd__report)
-            opts="-h -V --latency --help --version"
+            opts="-h -V --latency --html --help --version"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
             fi
             case "${prev}" in
+                --html)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
                 *)
                     COMPREPLY=()
                     ;;
@@ -522,7 +530,7 @@ _loadlens() {
             return 0
             ;;
         loadlens__subcmd__run)
-            opts="-c -t -d -n -R -q -H -m -k -h -V --connections --threads --duration --requests --connreqs --rate --latency --json --flamegraph --quiet --repeat --pause --header --method --body --body-file --timeout --insecure --no-watch --sample --server-pid --server-name --profile --profile-hz --help --version"
+            opts="-c -t -d -n -R -q -H -m -k -h -V --connections --threads --duration --requests --connreqs --rate --latency --json --flamegraph --html --quiet --repeat --pause --header --method --body --body-file --timeout --insecure --no-watch --sample --server-pid --server-name --profile --profile-hz --help --version"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -577,6 +585,10 @@ _loadlens() {
                     return 0
                     ;;
                 --flamegraph)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --html)
                     COMPREPLY=($(compgen -f "${cur}"))
                     return 0
                     ;;
@@ -640,7 +652,7 @@ _loadlens() {
             return 0
             ;;
         loadlens__subcmd__sweep)
-            opts="-c -t -R -d -q -H -m -k -h -V --connections --threads --connreqs --rate --duration --repeat --pause --ceiling --slo --errors --budget --json --csv --quiet --header --method --body --body-file --timeout --insecure --no-watch --sample --server-pid --server-name --profile --profile-hz --help --version"
+            opts="-c -t -R -d -q -H -m -k -h -V --connections --threads --connreqs --rate --duration --repeat --pause --ceiling --slo --errors --budget --json --csv --html --quiet --header --method --body --body-file --timeout --insecure --no-watch --sample --server-pid --server-name --profile --profile-hz --help --version"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -707,6 +719,10 @@ _loadlens() {
                     return 0
                     ;;
                 --csv)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --html)
                     COMPREPLY=($(compgen -f "${cur}"))
                     return 0
                     ;;

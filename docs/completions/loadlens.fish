@@ -43,6 +43,7 @@ complete -c loadlens -n "__fish_loadlens_using_subcommand run" -l connreqs -d 'R
 complete -c loadlens -n "__fish_loadlens_using_subcommand run" -s R -l rate -d 'Open loop: this many requests per second over all connections, on schedule; latency is measured from each request\'s scheduled time (corrected for coordinated omission)' -r
 complete -c loadlens -n "__fish_loadlens_using_subcommand run" -l json -d 'Write the Run as JSON to FILE (`-` = stdout, which silences the text output)' -r
 complete -c loadlens -n "__fish_loadlens_using_subcommand run" -l flamegraph -d 'Write a flame graph of the server\'s CPU (an SVG that opens in a browser, searchable) to FILE; implies --profile' -r -F
+complete -c loadlens -n "__fish_loadlens_using_subcommand run" -l html -d 'Write the self-contained HTML report (charts, findings, profile) to FILE' -r -F
 complete -c loadlens -n "__fish_loadlens_using_subcommand run" -l repeat -d 'Run the same load N times and report each repetition and the mean with its 95% interval (for `loadlens compare`)' -r
 complete -c loadlens -n "__fish_loadlens_using_subcommand run" -l pause -d 'Pause between repetitions' -r
 complete -c loadlens -n "__fish_loadlens_using_subcommand run" -s H -l header -d 'Add a request header, e.g. -H \'Accept-Encoding: gzip\' (repeatable)' -r
@@ -62,6 +63,7 @@ complete -c loadlens -n "__fish_loadlens_using_subcommand run" -l profile -d 'Pr
 complete -c loadlens -n "__fish_loadlens_using_subcommand run" -s h -l help -d 'Print help'
 complete -c loadlens -n "__fish_loadlens_using_subcommand run" -s V -l version -d 'Print version'
 complete -c loadlens -n "__fish_loadlens_using_subcommand compare" -l json -d 'Also write the comparison as JSON to FILE (`-` = stdout, which silences the text)' -r
+complete -c loadlens -n "__fish_loadlens_using_subcommand compare" -l html -d 'Write the comparison as a self-contained HTML page to FILE' -r -F
 complete -c loadlens -n "__fish_loadlens_using_subcommand compare" -l fail-if-slower -d 'Exit 1 when a later run is significantly slower than the first by more than PCT percent: fewer requests/s, or a higher p99 (for CI)' -r
 complete -c loadlens -n "__fish_loadlens_using_subcommand compare" -s h -l help -d 'Print help (see more with \'--help\')'
 complete -c loadlens -n "__fish_loadlens_using_subcommand compare" -s V -l version -d 'Print version'
@@ -77,6 +79,7 @@ complete -c loadlens -n "__fish_loadlens_using_subcommand sweep" -l errors -d 'T
 complete -c loadlens -n "__fish_loadlens_using_subcommand sweep" -l budget -d 'Total time the --ceiling search may take; it never starts a load that would not fit' -r
 complete -c loadlens -n "__fish_loadlens_using_subcommand sweep" -l json -d 'Write the study (every cell\'s Run) as JSON to FILE (`-` = stdout)' -r
 complete -c loadlens -n "__fish_loadlens_using_subcommand sweep" -l csv -d 'Write one CSV line per cell to FILE (`-` = stdout)' -r
+complete -c loadlens -n "__fish_loadlens_using_subcommand sweep" -l html -d 'Write the study as a self-contained HTML page (the curve and the table) to FILE' -r -F
 complete -c loadlens -n "__fish_loadlens_using_subcommand sweep" -s H -l header -d 'Add a request header, e.g. -H \'Accept-Encoding: gzip\' (repeatable)' -r
 complete -c loadlens -n "__fish_loadlens_using_subcommand sweep" -s m -l method -d 'HTTP method' -r
 complete -c loadlens -n "__fish_loadlens_using_subcommand sweep" -l body -d 'Request body' -r
@@ -93,6 +96,7 @@ complete -c loadlens -n "__fish_loadlens_using_subcommand sweep" -l no-watch -d 
 complete -c loadlens -n "__fish_loadlens_using_subcommand sweep" -l profile -d 'Profile the server during the load: on-CPU call stacks of its processes (kernel perf events; needs root, CAP_PERFMON or kernel.perf_event_paranoid ≤ 1 for kernel frames), shown as "Where the server\'s CPU went" and kept in the Run'
 complete -c loadlens -n "__fish_loadlens_using_subcommand sweep" -s h -l help -d 'Print help'
 complete -c loadlens -n "__fish_loadlens_using_subcommand sweep" -s V -l version -d 'Print version'
+complete -c loadlens -n "__fish_loadlens_using_subcommand report" -l html -d 'Write the self-contained HTML report to FILE instead of printing the text' -r -F
 complete -c loadlens -n "__fish_loadlens_using_subcommand report" -l latency -d 'Print the latency percentiles and details'
 complete -c loadlens -n "__fish_loadlens_using_subcommand report" -s h -l help -d 'Print help'
 complete -c loadlens -n "__fish_loadlens_using_subcommand report" -s V -l version -d 'Print version'

@@ -20,17 +20,26 @@ pub struct CompareArgs {
     /// Also write the comparison as JSON to FILE (`-` = stdout, which silences the text).
     #[arg(long, value_name = "FILE")]
     json: Option<String>,
+    /// Write the comparison as a self-contained HTML page to FILE.
+    #[arg(long, value_name = "FILE")]
+    html: Option<std::path::PathBuf>,
     /// Exit 1 when a later run is significantly slower than the first by more than PCT
     /// percent: fewer requests/s, or a higher p99 (for CI).
     #[arg(long, value_name = "PCT")]
     fail_if_slower: Option<f64>,
 }
 
-/// Reads a saved Run, naming the file in every error.
+/// Reads a saved Run, naming the file in every error. A Run saved without its
+/// findings (trimmed by hand, or recorded for tests) is diagnosed again: the rules are
+/// pure functions of the Run.
 pub fn read_run(path: &PathBuf) -> anyhow::Result<Run> {
     let text =
         std::fs::read_to_string(path).with_context(|| format!("cannot read {}", path.display()))?;
-    Run::from_json(&text).with_context(|| format!("{}", path.display()))
+    let mut run = Run::from_json(&text).with_context(|| format!("{}", path.display()))?;
+    if run.findings.is_empty() && run.evidence.is_some() {
+        run.findings = crate::diagnose::diagnose(&run);
+    }
+    Ok(run)
 }
 
 pub fn cmd(a: CompareArgs) -> anyhow::Result<ExitCode> {
@@ -51,6 +60,11 @@ pub fn cmd(a: CompareArgs) -> anyhow::Result<ExitCode> {
     let mut outputs: Vec<Output<Comparison>> = Vec::new();
     let text = json != Some(Dest::Stdout);
     outputs.extend(json.map(|d| Output::new(Json, d)));
+    if let Some(f) = &a.html {
+        let d = Dest::File(f.clone());
+        d.check("HTML")?;
+        outputs.push(Output::new(report::Html, d));
+    }
     if text {
         outputs.push(Output::new(CompareText, Dest::Stdout));
     }

@@ -69,6 +69,9 @@ struct ReportArgs {
     /// Print the latency percentiles and details.
     #[arg(long)]
     latency: bool,
+    /// Write the self-contained HTML report to FILE instead of printing the text.
+    #[arg(long, value_name = "FILE")]
+    html: Option<PathBuf>,
 }
 
 pub(super) fn parse_u32(s: &str) -> Result<u32, String> {
@@ -128,10 +131,13 @@ fn cmd_explain(id: &str) -> anyhow::Result<ExitCode> {
 
 fn cmd_report(a: ReportArgs) -> anyhow::Result<ExitCode> {
     let run = compare::read_run(&a.file)?;
-    report::write_all(
-        &run,
-        &[Output::new(Text { latency: a.latency }, Dest::Stdout)],
-    )?;
+    match a.html {
+        Some(f) => report::write_all(&run, &[Output::new(report::Html, Dest::File(f))])?,
+        None => report::write_all(
+            &run,
+            &[Output::new(Text { latency: a.latency }, Dest::Stdout)],
+        )?,
+    }
     Ok(ExitCode::SUCCESS)
 }
 

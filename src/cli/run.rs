@@ -48,6 +48,9 @@ pub struct RunArgs {
     /// searchable) to FILE; implies --profile.
     #[arg(long, value_name = "FILE.svg")]
     flamegraph: Option<std::path::PathBuf>,
+    /// Write the self-contained HTML report (charts, findings, profile) to FILE.
+    #[arg(long, value_name = "FILE")]
+    html: Option<std::path::PathBuf>,
     /// Print nothing but errors (the JSON, if asked for, is still written).
     #[arg(short = 'q', long)]
     quiet: bool,
@@ -104,6 +107,11 @@ pub fn cmd(mut a: RunArgs) -> anyhow::Result<ExitCode> {
     let text = !a.quiet && json != Some(Dest::Stdout);
     let mut outputs: Vec<Output<Run>> = Vec::new();
     outputs.extend(json.map(|d| Output::new(Json, d)));
+    if let Some(f) = &a.html {
+        let d = Dest::File(f.clone());
+        d.check("HTML")?;
+        outputs.push(Output::new(report::Html, d));
+    }
     if text {
         outputs.push(Output::new(Text { latency: a.latency }, Dest::Stdout));
     }

@@ -70,6 +70,9 @@ pub struct SweepArgs {
     /// Write one CSV line per cell to FILE (`-` = stdout).
     #[arg(long, value_name = "FILE")]
     csv: Option<String>,
+    /// Write the study as a self-contained HTML page (the curve and the table) to FILE.
+    #[arg(long, value_name = "FILE")]
+    html: Option<std::path::PathBuf>,
     /// Print nothing but errors (the files asked for are still written).
     #[arg(short = 'q', long)]
     quiet: bool,
@@ -241,6 +244,11 @@ fn outputs(a: &SweepArgs) -> anyhow::Result<Vec<Output<Sweep>>> {
     let mut out: Vec<Output<Sweep>> = Vec::new();
     out.extend(json.map(|d| Output::new(Json, d)));
     out.extend(csv.map(|d| Output::new(SweepCsv, d)));
+    if let Some(f) = &a.html {
+        let d = Dest::File(f.clone());
+        d.check("HTML")?;
+        out.push(Output::new(crate::report::Html, d));
+    }
     if text {
         out.push(Output::new(SweepText, Dest::Stdout));
     }

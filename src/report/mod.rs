@@ -10,10 +10,12 @@
 //! did), [`findings`] (the ranked findings), [`Json`] (the Run itself: the one artifact
 //! every other view can be rendered from again, by `loadlens report`).
 
+pub mod chart;
 pub mod compare;
 pub mod during;
 pub mod findings;
 pub mod flamegraph;
+pub mod html;
 pub mod profile;
 pub mod repeat;
 pub mod sweep;
@@ -26,6 +28,7 @@ use anyhow::Context;
 use serde::Serialize;
 
 use crate::run::Run;
+pub use html::Html;
 
 /// A rendering of `S` (a [`Run`], or several Runs compared).
 pub trait View<S: ?Sized> {

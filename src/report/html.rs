@@ -1,0 +1,431 @@
+//! The HTML report of a Run: one self-contained file (inline CSS and SVG, no script,
+//! nothing fetched) that opens anywhere and can be attached to a ticket. It measures
+//! nothing: the headline numbers, the findings beside their evidence, the second-by-
+//! second story (requests/s, p99, errors), the latency spectrum on HdrHistogram's
+//! percentile axis, CPU, TIME_WAIT and listen queues over the run, where the server's
+//! CPU went, and the terminal block as text.
+
+use std::fmt::Write;
+
+use super::chart::{esc, lines, Series, XAxis};
+use super::View;
+use crate::run::{Kind, Run};
+use crate::units::{fmt_bytes, fmt_us};
+
+/// The HTML view.
+pub struct Html;
+
+const STYLE: &str = "body{font:14px/1.45 system-ui,sans-serif;margin:24px auto;max-width:980px;color:#222;padding:0 12px}
+h1{font-size:20px;margin:0 0 4px}h2{font-size:16px;margin:28px 0 8px;border-bottom:1px solid #ddd}
+.sub{color:#666}.kpi{display:flex;flex-wrap:wrap;gap:10px;margin:14px 0}
+.kpi div{border:1px solid #ddd;border-radius:6px;padding:8px 12px;min-width:96px}.kpi b{display:block;font-size:18px}
+.f{border-left:4px solid #999;padding:6px 12px;margin:10px 0;background:#fafafa}.f.bottleneck{border-color:#c0392b}
+.f.warning{border-color:#e69f00}.f.info{border-color:#0072b2}.f h3{font-size:15px;margin:0 0 4px}
+.f .id{color:#666;font-weight:normal}.f ul{margin:4px 0 4px 18px;padding:0}.fix{margin:4px 0 0}
+table{border-collapse:collapse}td,th{padding:2px 10px;text-align:right;border-bottom:1px solid #eee}
+td:last-child,th:last-child{text-align:left}pre{background:#f6f6f6;padding:10px;overflow-x:auto;font-size:12px}
+.chart{width:100%;height:auto;margin:6px 0}.ct{font-weight:600;font-size:13px}.grid{stroke:#e5e5e5}
+.yl{font-size:11px;text-anchor:end;fill:#555}.xl{font-size:11px;text-anchor:middle;fill:#555}.lg{font-size:11px;fill:#333}";
+
+impl View<Run> for Html {
+    fn render(&self, run: &Run) -> Vec<u8> {
+        page(run).into_bytes()
+    }
+}
+
+/// The whole page.
+pub fn page(run: &Run) -> String {
+    let r = &run.results;
+    let mut o = String::new();
+    let _ = write!(
+        o,
+        "<!DOCTYPE html><html lang=\"en\"><head><meta charset=\"utf-8\"><meta name=\"viewport\" content=\"width=device-width\"><title>loadlens: {}</title><style>{STYLE}</style></head><body>",
+        esc(&run.spec.url)
+    );
+    let _ = write!(
+        o,
+        "<h1>{}</h1><div class=\"sub\">{} · {} connections, {} threads{}{} · {:.1} s · {}</div>",
+        esc(&run.spec.url),
+        esc(&run.tool),
+        run.spec.connections,
+        run.spec.threads,
+        run.spec
+            .rate
+            .map(|x| format!(", open loop at {x:.0} req/s"))
+            .unwrap_or_default(),
+        run.spec
+            .connreqs
+            .map(|n| format!(", {n} requests per connection"))
+            .unwrap_or_default(),
+        r.duration_s,
+        if r.latency.corrected_for_coordinated_omission {
+            "latency corrected for coordinated omission"
+        } else {
+            "closed loop"
+        }
+    );
+    if let Some(sig) = &run.interrupted {
+        let _ = write!(
+            o,
+            "<p><b>Interrupted by {sig}</b>: the numbers until then.</p>"
+        );
+    }
+    if run.client.saturated {
+        o.push_str("<p><b>The load generator was saturated: these numbers are a floor.</b></p>");
+    }
+    // Headline numbers.
+    let p = |q: f64| {
+        r.latency
+            .percentiles
+            .iter()
+            .find(|x| x.p == q)
+            .map(|x| fmt_us(x.us as f64))
+            .unwrap_or_else(|| "-".into())
+    };
+    let errors =
+        r.errors.connect + r.errors.read + r.errors.write + r.errors.timeout + r.errors.parse;
+    o.push_str("<div class=\"kpi\">");
+    for (k, v) in [
+        ("requests/s", format!("{:.0}", r.requests_per_s)),
+        ("p50", p(50.0)),
+        ("p90", p(90.0)),
+        ("p99", p(99.0)),
+        ("p99.9", p(99.9)),
+        ("max", fmt_us(r.latency.max_us as f64)),
+        ("errors", errors.to_string()),
+        ("non-2xx/3xx", r.non_2xx_3xx.to_string()),
+        ("transfer/s", fmt_bytes(r.bytes_per_s)),
+    ] {
+        let _ = write!(o, "<div>{k}<b>{}</b></div>", esc(&v));
+    }
+    o.push_str("</div>");
+    findings(&mut o, run);
+    timeline(&mut o, run);
+    spectrum(&mut o, run);
+    machine(&mut o, run);
+    profile(&mut o, run);
+    let _ = writeln!(
+        o,
+        "<h2>The terminal report</h2><pre>{}</pre></body></html>",
+        esc(&super::terminal::render(run, true))
+    );
+    o
+}
+
+fn findings(o: &mut String, run: &Run) {
+    o.push_str("<h2>Findings</h2>");
+    if run.findings.is_empty() {
+        o.push_str("<p>None.</p>");
+    }
+    for f in &run.findings {
+        let kind = match f.kind {
+            Kind::Bottleneck => "bottleneck",
+            Kind::Warning => "warning",
+            Kind::Info => "info",
+        };
+        let _ = write!(
+            o,
+            "<div class=\"f {kind}\"><h3>{} <span class=\"id\">[{}, {kind}, confidence {:.0}%]</span></h3><ul>",
+            esc(&f.title),
+            esc(&f.id),
+            f.confidence * 100.0
+        );
+        for e in &f.evidence {
+            let _ = write!(
+                o,
+                "<li>{}: <b>{}</b> {}</li>",
+                esc(&e.name),
+                esc(&trim_num(e.value)),
+                esc(&e.unit)
+            );
+        }
+        let _ = write!(
+            o,
+            "</ul><div>{}</div><div class=\"fix\"><b>Fix:</b> {}</div></div>",
+            esc(&f.explanation),
+            esc(&f.fix)
+        );
+    }
+}
+
+fn trim_num(v: f64) -> String {
+    if v.fract() == 0.0 && v.abs() < 1e15 {
+        format!("{v:.0}")
+    } else {
+        format!("{v:.1}")
+    }
+}
+
+fn timeline(o: &mut String, run: &Run) {
+    let t = &run.results.timeline;
+    if t.is_empty() {
+        return;
+    }
+    o.push_str("<h2>Second by second</h2>");
+    let rate = |f: fn(&crate::run::Second) -> f64| -> Vec<(f64, f64)> {
+        t.iter()
+            .map(|s| (s.t_s as f64, f(s) / s.duration_s.max(1e-9)))
+            .collect()
+    };
+    o.push_str(&lines(
+        "requests/s and errors/s",
+        "",
+        XAxis::Linear("s"),
+        &[
+            Series {
+                name: "responses/s",
+                color: "#0072b2",
+                points: rate(|s| s.responses as f64),
+            },
+            Series {
+                name: "errors/s",
+                color: "#c0392b",
+                points: rate(|s| s.errors as f64),
+            },
+        ],
+    ));
+    let ms = |f: fn(&crate::run::Second) -> u64| -> Vec<(f64, f64)> {
+        t.iter()
+            .filter(|s| s.responses > 0)
+            .map(|s| (s.t_s as f64, f(s) as f64 / 1000.0))
+            .collect()
+    };
+    o.push_str(&lines(
+        "latency per second",
+        "ms",
+        XAxis::Linear("s"),
+        &[
+            Series {
+                name: "p50",
+                color: "#009e73",
+                points: ms(|s| s.p50_us),
+            },
+            Series {
+                name: "p99",
+                color: "#e69f00",
+                points: ms(|s| s.p99_us),
+            },
+            Series {
+                name: "max",
+                color: "#c0392b",
+                points: ms(|s| s.max_us),
+            },
+        ],
+    ));
+}
+
+/// The latency spectrum from the whole-run histogram (HdrHistogram's plot).
+fn spectrum(o: &mut String, run: &Run) {
+    let l = &run.results.latency;
+    let Ok(h) = l.decode() else { return };
+    if h.is_empty() {
+        return;
+    }
+    let qs = [
+        0.0, 10.0, 25.0, 50.0, 75.0, 90.0, 95.0, 97.5, 99.0, 99.5, 99.75, 99.9, 99.95, 99.975,
+        99.99, 99.995, 99.999, 99.9999,
+    ];
+    let points: Vec<(f64, f64)> = qs
+        .iter()
+        .map(|&q| (q, h.value_at_quantile(q / 100.0) as f64 / 1000.0))
+        .collect();
+    o.push_str("<h2>Latency spectrum</h2>");
+    o.push_str(&lines(
+        "latency by percentile (whole run)",
+        "ms",
+        XAxis::Percentile,
+        &[Series {
+            name: "latency",
+            color: "#0072b2",
+            points,
+        }],
+    ));
+}
+
+/// CPU, TIME_WAIT and accept queues over the run, from the watch's samples.
+fn machine(o: &mut String, run: &Run) {
+    let Some(e) = &run.evidence else { return };
+    if e.samples.is_empty() {
+        return;
+    }
+    o.push_str("<h2>The machine</h2>");
+    let avg = |f: fn(&crate::run::CpuPct) -> f64| -> Vec<(f64, f64)> {
+        e.samples
+            .iter()
+            .filter(|s| !s.cpus.is_empty())
+            .map(|s| {
+                (
+                    s.t_s,
+                    s.cpus.iter().map(f).sum::<f64>() / s.cpus.len() as f64,
+                )
+            })
+            .collect()
+    };
+    o.push_str(&lines(
+        "CPU, average of all CPUs",
+        "%",
+        XAxis::Linear("s"),
+        &[
+            Series {
+                name: "user",
+                color: "#0072b2",
+                points: avg(|c| c.user),
+            },
+            Series {
+                name: "system",
+                color: "#e69f00",
+                points: avg(|c| c.system),
+            },
+            Series {
+                name: "softirq",
+                color: "#cc79a7",
+                points: avg(|c| c.softirq),
+            },
+        ],
+    ));
+    let tw: Vec<(f64, f64)> = e
+        .samples
+        .iter()
+        .filter_map(|s| Some((s.t_s, *s.sockstat.get("TCP.tw")? as f64)))
+        .collect();
+    let queue: Vec<(f64, f64)> = e
+        .samples
+        .iter()
+        .map(|s| {
+            (
+                s.t_s,
+                s.listen_queues.iter().map(|q| q.queue).max().unwrap_or(0) as f64,
+            )
+        })
+        .collect();
+    o.push_str(&lines(
+        "TIME_WAIT sockets",
+        "",
+        XAxis::Linear("s"),
+        &[Series {
+            name: "TIME_WAIT",
+            color: "#56b4e9",
+            points: tw,
+        }],
+    ));
+    o.push_str(&lines(
+        "accept queue (fullest listener)",
+        "",
+        XAxis::Linear("s"),
+        &[Series {
+            name: "queued",
+            color: "#d55e00",
+            points: queue,
+        }],
+    ));
+}
+
+fn profile(o: &mut String, run: &Run) {
+    let Some(p) = run.evidence.as_ref().and_then(|e| e.profile.as_ref()) else {
+        return;
+    };
+    let Some(top) = &p.top else { return };
+    let _ = write!(
+        o,
+        "<h2>Where the server's CPU went</h2><p>Worker {}: {} samples at {} Hz; kernel {:.0}%, user {:.0}%.</p><table><tr><th>self</th><th>total</th><th>where</th><th>function</th></tr>",
+        top.pid, top.samples, p.frequency_hz, top.kernel_pct, top.user_pct
+    );
+    for f in top.functions.iter().take(15) {
+        let _ = write!(
+            o,
+            "<tr><td>{:.1}%</td><td>{:.1}%</td><td>{}</td><td>{}</td></tr>",
+            f.self_pct,
+            f.total_pct,
+            if f.kernel { "kernel" } else { "user" },
+            esc(&f.name)
+        );
+    }
+    o.push_str("</table>");
+    // The flame graph itself, inline (inferno's SVG; as an image its search is off:
+    // `--flamegraph FILE.svg` gives the interactive one).
+    if let Ok(svg) = super::flamegraph::svg(run) {
+        use base64::Engine;
+        let _ = write!(
+            o,
+            "<p><img alt=\"flame graph\" style=\"width:100%\" src=\"data:image/svg+xml;base64,{}\"></p>",
+            base64::engine::general_purpose::STANDARD.encode(svg)
+        );
+    }
+}
+
+/// A page around `body` (HTML), with the report's style.
+fn wrap(title: &str, body: &str) -> String {
+    format!(
+        "<!DOCTYPE html><html lang=\"en\"><head><meta charset=\"utf-8\"><meta name=\"viewport\" content=\"width=device-width\"><title>loadlens: {t}</title><style>{STYLE}</style></head><body><h1>{t}</h1>{body}</body></html>\n",
+        t = esc(title)
+    )
+}
+
+impl View<crate::run::Comparison> for Html {
+    fn render(&self, c: &crate::run::Comparison) -> Vec<u8> {
+        let text = super::compare::CompareText.render(c);
+        wrap(
+            "loadlens compare",
+            &format!("<pre>{}</pre>", esc(&String::from_utf8_lossy(&text))),
+        )
+        .into_bytes()
+    }
+}
+
+impl View<crate::run::Sweep> for Html {
+    fn render(&self, s: &crate::run::Sweep) -> Vec<u8> {
+        let mut body = String::new();
+        if let Some(c) = &s.ceiling {
+            // The rate → latency curve: where p99 leaves p50 behind is the knee.
+            let pts = |f: fn(&crate::run::Step) -> u64| -> Vec<(f64, f64)> {
+                c.steps
+                    .iter()
+                    .map(|st| (st.rate, f(st) as f64 / 1000.0))
+                    .collect()
+            };
+            body.push_str(&lines(
+                &format!(
+                    "latency by scheduled rate (requests/s); objective {}",
+                    c.slo
+                ),
+                "ms",
+                XAxis::Linear("/s"),
+                &[
+                    Series {
+                        name: "p50",
+                        color: "#009e73",
+                        points: pts(|st| st.p50_us),
+                    },
+                    Series {
+                        name: "p99",
+                        color: "#e69f00",
+                        points: pts(|st| st.p99_us),
+                    },
+                ],
+            ));
+        } else {
+            let pts: Vec<(f64, f64)> = s
+                .cells
+                .iter()
+                .enumerate()
+                .map(|(i, c)| (i as f64, c.run.results.requests_per_s))
+                .collect();
+            body.push_str(&lines(
+                "requests/s by cell (in the table's order)",
+                "",
+                XAxis::Linear(""),
+                &[Series {
+                    name: "requests/s",
+                    color: "#0072b2",
+                    points: pts,
+                }],
+            ));
+        }
+        let text = super::sweep::SweepText.render(s);
+        body.push_str(&format!(
+            "<pre>{}</pre>",
+            esc(&String::from_utf8_lossy(&text))
+        ));
+        wrap("loadlens sweep", &body).into_bytes()
+    }
+}
