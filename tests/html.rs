@@ -161,7 +161,8 @@ fn compare_and_sweep_render_to_pages_too() {
     assert_eq!(html.matches("<polyline").count(), 1);
 }
 
-/// The DOM as headless Chromium parsed it, when Chromium is installed.
+/// The DOM as headless Chromium parsed it, when Chromium is installed; it also writes
+/// a screenshot for humans under `target/` and asserts the console stayed quiet.
 fn browser_dom(page: &Path) -> Option<String> {
     let bin = ["chromium", "chromium-browser", "google-chrome"]
         .into_iter()
@@ -172,16 +173,28 @@ fn browser_dom(page: &Path) -> Option<String> {
                 .is_ok_and(|o| o.status.success())
         })?;
     let profile = tempfile::tempdir().unwrap();
-    let out = std::process::Command::new(bin)
-        .args(["--headless", "--no-sandbox", "--disable-gpu", "--dump-dom"])
-        .arg(format!("--user-data-dir={}", profile.path().display()))
-        .arg(format!("file://{}", page.display()))
-        .output()
-        .ok()?;
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    let chrome = |extra: &[String]| {
+        std::process::Command::new(bin)
+            .args([
+                "--headless",
+                "--no-sandbox",
+                "--disable-gpu",
+                "--enable-logging=stderr",
+            ])
+            .arg(format!("--user-data-dir={}", profile.path().display()))
+            .args(extra)
+            .arg(format!("file://{}", page.display()))
+            .output()
+            .unwrap()
+    };
+    let out = chrome(&["--dump-dom".to_string()]);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{err}");
+    assert!(!err.contains("CONSOLE"), "console messages: {err}");
+    let shot = Path::new(env!("CARGO_MANIFEST_DIR")).join("target/loadlens-report.png");
+    let _ = chrome(&[
+        "--window-size=1000,2400".to_string(),
+        format!("--screenshot={}", shot.display()),
+    ]);
     Some(String::from_utf8_lossy(&out.stdout).into_owned())
 }

@@ -25,7 +25,11 @@ h1{font-size:20px;margin:0 0 4px}h2{font-size:16px;margin:28px 0 8px;border-bott
 table{border-collapse:collapse}td,th{padding:2px 10px;text-align:right;border-bottom:1px solid #eee}
 td:last-child,th:last-child{text-align:left}pre{background:#f6f6f6;padding:10px;overflow-x:auto;font-size:12px}
 .chart{width:100%;height:auto;margin:6px 0}.ct{font-weight:600;font-size:13px}.grid{stroke:#e5e5e5}
-.yl{font-size:11px;text-anchor:end;fill:#555}.xl{font-size:11px;text-anchor:middle;fill:#555}.lg{font-size:11px;fill:#333}";
+.yl{font-size:11px;text-anchor:end;fill:#555}.xl{font-size:11px;text-anchor:middle;fill:#555}.lg{font-size:11px;fill:#333}
+details{margin:8px 0}summary{cursor:pointer}
+@media (prefers-color-scheme:dark){body{background:#141414;color:#ddd}.f,pre{background:#1e1e1e}
+.kpi div{border-color:#444}.sub,.f .id{color:#999}.grid{stroke:#333}.yl,.xl,.lg,.ct{fill:#ccc}td,th{border-color:#333}}
+@media print{body{max-width:none;margin:0}.f{break-inside:avoid}.chart{break-inside:avoid}}";
 
 impl View<Run> for Html {
     fn render(&self, run: &Run) -> Vec<u8> {
@@ -103,6 +107,7 @@ pub fn page(run: &Run) -> String {
     timeline(&mut o, run);
     spectrum(&mut o, run);
     machine(&mut o, run);
+    nginx_config(&mut o, run);
     profile(&mut o, run);
     let _ = writeln!(
         o,
@@ -261,6 +266,31 @@ fn machine(o: &mut String, run: &Run) {
             })
             .collect()
     };
+    // Busy share per CPU (up to 16 lines; beyond that the average says it).
+    let ncpu = e.samples.iter().map(|s| s.cpus.len()).max().unwrap_or(0);
+    if (2..=16).contains(&ncpu) {
+        const COLORS: [&str; 8] = [
+            "#0072b2", "#e69f00", "#009e73", "#cc79a7", "#56b4e9", "#d55e00", "#f0e442", "#000",
+        ];
+        let names: Vec<String> = (0..ncpu).map(|i| format!("cpu{i}")).collect();
+        let series: Vec<Series> = (0..ncpu)
+            .map(|i| Series {
+                name: &names[i],
+                color: COLORS[i % COLORS.len()],
+                points: e
+                    .samples
+                    .iter()
+                    .filter_map(|s| s.cpus.get(i).map(|c| (s.t_s, 100.0 - c.idle)))
+                    .collect(),
+            })
+            .collect();
+        o.push_str(&lines(
+            "CPU busy, per CPU",
+            "%",
+            XAxis::Linear("s"),
+            &series,
+        ));
+    }
     o.push_str(&lines(
         "CPU, average of all CPUs",
         "%",
@@ -308,6 +338,77 @@ fn machine(o: &mut String, run: &Run) {
             points: tw,
         }],
     ));
+    // Network: every interface that moved, Mbit/s each way.
+    let mut ifaces: Vec<String> = e
+        .window
+        .ifaces
+        .iter()
+        .filter(|i| i.rx_bytes_per_s + i.tx_bytes_per_s > 0.0)
+        .map(|i| i.name.clone())
+        .collect();
+    ifaces.truncate(4);
+    let labels: Vec<(String, String)> = ifaces
+        .iter()
+        .map(|n| (format!("{n} rx"), format!("{n} tx")))
+        .collect();
+    let mut net = Vec::new();
+    for (k, n) in ifaces.iter().enumerate() {
+        let rate = |f: fn(&crate::run::IfaceRate) -> f64| -> Vec<(f64, f64)> {
+            e.samples
+                .iter()
+                .filter_map(|s| {
+                    let i = s.ifaces.iter().find(|i| &i.name == n)?;
+                    Some((s.t_s, f(i) * 8.0 / 1e6))
+                })
+                .collect()
+        };
+        net.push(Series {
+            name: &labels[k].0,
+            color: ["#0072b2", "#009e73", "#cc79a7", "#56b4e9"][k],
+            points: rate(|i| i.rx_bytes_per_s),
+        });
+        net.push(Series {
+            name: &labels[k].1,
+            color: ["#e69f00", "#d55e00", "#f0e442", "#000"][k],
+            points: rate(|i| i.tx_bytes_per_s),
+        });
+    }
+    o.push_str(&lines("network, Mbit/s", "", XAxis::Linear("s"), &net));
+    // The front's busiest worker and the busiest upstream process, CPU %.
+    let busiest = |front: bool| -> Option<i32> {
+        e.window
+            .processes
+            .iter()
+            .filter(|p| p.is_front() == front)
+            .max_by(|a, b| a.cpu_pct.total_cmp(&b.cpu_pct))
+            .map(|p| p.pid)
+    };
+    let mut procs = Vec::new();
+    let proc_labels: Vec<String> = [busiest(true), busiest(false)]
+        .iter()
+        .flatten()
+        .map(|pid| format!("pid {pid}"))
+        .collect();
+    for (k, pid) in [busiest(true), busiest(false)].iter().flatten().enumerate() {
+        procs.push(Series {
+            name: &proc_labels[k],
+            color: ["#0072b2", "#d55e00"][k],
+            points: e
+                .samples
+                .iter()
+                .filter_map(|s| {
+                    let p = s.processes.iter().find(|p| p.pid == *pid)?;
+                    Some((s.t_s, p.cpu_pct))
+                })
+                .collect(),
+        });
+    }
+    o.push_str(&lines(
+        "server processes' CPU (busiest front worker, busiest upstream)",
+        "%",
+        XAxis::Linear("s"),
+        &procs,
+    ));
     o.push_str(&lines(
         "accept queue (fullest listener)",
         "",
@@ -318,6 +419,32 @@ fn machine(o: &mut String, run: &Run) {
             points: queue,
         }],
     ));
+}
+
+/// nginx's running configuration as loadlens read it, collapsed.
+fn nginx_config(o: &mut String, run: &Run) {
+    let Some(cfg) = run
+        .evidence
+        .as_ref()
+        .and_then(|e| e.topology.nginx.as_ref())
+    else {
+        return;
+    };
+    let _ = write!(
+        o,
+        "<details><summary>nginx configuration read ({}): {} directives</summary><table>",
+        esc(&cfg.conf),
+        cfg.directives.len()
+    );
+    for (k, v) in &cfg.directives {
+        let _ = write!(
+            o,
+            "<tr><td>{}</td><td>{}</td></tr>",
+            esc(k),
+            esc(&v.join(" | "))
+        );
+    }
+    o.push_str("</table></details>");
 }
 
 fn profile(o: &mut String, run: &Run) {
