@@ -42,6 +42,41 @@ pub struct Spec {
     pub timeout_s: f64,
     /// TLS certificate verification is skipped (`--insecure`).
     pub insecure: bool,
+    /// `Authorization: Basic …` from the URL's `user:password@`: sent with every
+    /// request, never recorded (the URL above is kept without its password).
+    #[serde(skip)]
+    #[schemars(skip)]
+    pub authorization: Option<String>,
+}
+
+/// Takes the credentials out of a URL (`http://user:pw@host/`): the URL to record (user
+/// kept, password dropped) and the `Authorization` value curl, ab and k6 would send.
+pub fn split_credentials(url: &str) -> (String, Option<String>) {
+    use base64::Engine;
+    let Ok(mut u) = url::Url::parse(url) else {
+        return (url.to_string(), None);
+    };
+    if u.username().is_empty() && u.password().is_none() {
+        return (url.to_string(), None);
+    }
+    let decode = |s: &str| {
+        percent_encoding::percent_decode_str(s)
+            .decode_utf8_lossy()
+            .into_owned()
+    };
+    let pair = format!(
+        "{}:{}",
+        decode(u.username()),
+        decode(u.password().unwrap_or(""))
+    );
+    let _ = u.set_password(None);
+    (
+        u.to_string(),
+        Some(format!(
+            "Basic {}",
+            base64::engine::general_purpose::STANDARD.encode(pair)
+        )),
+    )
 }
 
 /// A URL broken into what the engine needs.
@@ -277,6 +312,13 @@ impl RequestBytes {
             if !body.is_empty() && !user_has("content-length") {
                 head.push_str(&format!("Content-Length: {}\r\n", body.len()));
             }
+            if let Some(a) = spec
+                .authorization
+                .as_ref()
+                .filter(|_| !user_has("authorization"))
+            {
+                head.push_str(&format!("Authorization: {a}\r\n"));
+            }
             if close && !user_has("connection") {
                 head.push_str("Connection: close\r\n");
             }
@@ -296,6 +338,26 @@ impl RequestBytes {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn credentials_in_the_url_become_basic_auth_and_leave_the_record() {
+        let (url, auth) = split_credentials("http://user:p%40ss@127.0.0.1:8080/x");
+        assert_eq!(url, "http://user@127.0.0.1:8080/x");
+        // base64("user:p@ss")
+        assert_eq!(auth.as_deref(), Some("Basic dXNlcjpwQHNz"));
+        assert_eq!(split_credentials("http://127.0.0.1/").1, None);
+        let s = Spec {
+            authorization: auth,
+            ..spec("http://127.0.0.1/")
+        };
+        let t = s.target().unwrap();
+        let req = RequestBytes::build(&s, &t, b"");
+        let text = String::from_utf8(req.keep).unwrap();
+        assert!(
+            text.contains("Authorization: Basic dXNlcjpwQHNz\r\n"),
+            "{text}"
+        );
+    }
 
     /// NUL cannot come through argv, but a script building a Spec could pass one.
     #[test]
@@ -317,6 +379,7 @@ mod tests {
 
     pub(crate) fn spec(url: &str) -> Spec {
         Spec {
+            authorization: None,
             url: url.into(),
             connections: 10,
             threads: 2,

@@ -188,3 +188,24 @@ fn any_three_digit_status_is_kept_as_sent_and_two_digits_are_not_http() {
     assert_eq!(u(&run, "results.responses"), 0);
     assert_eq!(u(&run, "results.errors.parse"), 20);
 }
+
+/// A keep-alive server that closes an idle connection without `Connection: close`
+/// (its keepalive_timeout or keepalive_requests): the next request on it meets a
+/// close before any byte. That is the server's normal behaviour, not a failure: it is
+/// counted apart and the request sent again on a new connection. (Before: one read
+/// error per response.)
+#[test]
+fn keep_alive_ended_by_the_server_is_not_an_error() {
+    let s = BadServer::start(|c| {
+        let _ = c.write_all(b"HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok");
+        false // close after one response, without saying so
+    });
+    let run = run_json(&["-n", "200", "-c", "4", "-t", "1", &s.url()]);
+    assert_eq!(u(&run, "results.responses"), 200);
+    assert_eq!(
+        run["results"]["errors"],
+        serde_json::json!({"connect":0,"read":0,"write":0,"timeout":0,"parse":0})
+    );
+    let closed = u(&run, "results.keepalive_closed");
+    assert!((150..=200).contains(&closed), "{closed}");
+}

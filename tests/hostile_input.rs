@@ -178,3 +178,48 @@ fn a_run_stopped_by_a_signal_says_so_and_exits_128_plus_it() {
         assert!(run["results"]["responses"].as_u64().unwrap() > 0);
     }
 }
+
+#[test]
+fn credentials_in_the_url_are_sent_as_basic_auth_and_not_recorded() {
+    // base64("user:s3cret")
+    let ng = Nginx::start(
+        "",
+        "location /private/ { if ($http_authorization != \"Basic dXNlcjpzM2NyZXQ=\") { return 401; } return 200 ok; }",
+    );
+    let url = ng
+        .url("/private/x")
+        .replace("http://", "http://user:s3cret@");
+    let dir = tempfile::tempdir().unwrap();
+    let json = dir.path().join("run.json");
+    let out = loadlens()
+        .args([
+            "run",
+            &url,
+            "-n",
+            "20",
+            "-c",
+            "2",
+            "-t",
+            "1",
+            "--latency",
+            "--json",
+        ])
+        .arg(&json)
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(text.contains("Status codes: 200: 20"), "{text}");
+    let saved = std::fs::read_to_string(&json).unwrap();
+    for printed in [text.as_ref(), saved.as_str()] {
+        assert!(!printed.contains("s3cret"), "the password was printed back");
+        assert!(
+            !printed.contains("dXNlcjpzM2NyZXQ"),
+            "the credentials were recorded"
+        );
+    }
+}

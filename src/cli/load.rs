@@ -106,8 +106,10 @@ impl LoadFlags {
 
     /// The spec of a load of this shape with these flags, checked.
     pub fn spec(&self, shape: Shape, body_bytes: usize) -> anyhow::Result<Spec> {
+        let (url, authorization) = crate::spec::split_credentials(&shape.url);
         let spec = Spec {
-            url: shape.url,
+            url,
+            authorization,
             connections: shape.connections,
             threads: shape.threads,
             duration_s: shape.duration.map(|d| d.as_secs_f64()),

@@ -241,6 +241,7 @@ fn results_from(
         non_2xx_3xx,
         connections_opened: s.connections,
         in_flight_at_end: s.in_flight,
+        keepalive_closed: s.keepalive_closed,
         requests_per_connection: spec.connreqs,
         latency: LatencySummary::from_histogram(&s.latency, spec.rate.is_some()),
         connect_time: LatencySummary::from_histogram(&s.connect_time, false),

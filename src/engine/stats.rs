@@ -47,6 +47,8 @@ pub struct ThreadStats {
     pub connections: u64,
     /// Requests begun but unanswered when the loop ended.
     pub in_flight: u64,
+    /// Reused connections the server closed before answering (retried on a new one).
+    pub keepalive_closed: u64,
     /// Request latency, µs: from the first byte of the request written to the last byte
     /// of the response read.
     pub latency: Histogram<u64>,
@@ -64,6 +66,7 @@ impl ThreadStats {
             status: Box::new([0; STATUS_SLOTS]),
             connections: 0,
             in_flight: 0,
+            keepalive_closed: 0,
             latency: latency_histogram(max_latency),
             connect_time: latency_histogram(max_latency),
         }
@@ -91,6 +94,7 @@ impl ThreadStats {
     pub fn merge(&mut self, other: &ThreadStats) {
         self.responses += other.responses;
         self.in_flight += other.in_flight;
+        self.keepalive_closed += other.keepalive_closed;
         self.bytes_read += other.bytes_read;
         for (a, b) in self.errors.iter_mut().zip(other.errors.iter()) {
             *a += b;

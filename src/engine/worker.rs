@@ -465,6 +465,9 @@ impl<T: Transport> Loop<'_, T> {
                         Ok(n) => n,
                         Err(e) if e.kind() == io::ErrorKind::WouldBlock => return Next::Wait,
                         Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
+                        Err(e) if e.kind() == io::ErrorKind::ConnectionReset => {
+                            return self.on_eof(c, now);
+                        }
                         Err(_) => return self.request_failed(ErrorKind::Read),
                     };
                     self.stats.bytes_read += n as u64;
@@ -549,8 +552,17 @@ impl<T: Transport> Loop<'_, T> {
                 self.on_response(c, done, now);
                 Next::Reopen
             }
-            // Closed before any byte of the response: the server dropped the connection
-            // (wrk counts this as a read error too).
+            // Closed before any byte of the response on a reused connection: the server
+            // ended keep-alive (idle timeout, keepalive_requests) without saying so.
+            // Not a failure: retried once on a new connection, as browsers do for
+            // idempotent requests (the budget unit is kept for it).
+            Ok(None) if c.sent > 1 => {
+                self.stats.keepalive_closed += 1;
+                c.permit = true;
+                Next::Reopen
+            }
+            // Closed before any byte of the first response: the server dropped the
+            // connection (wrk counts this as a read error too).
             Ok(None) => self.request_failed(ErrorKind::Read),
             Err(_) => self.request_failed(ErrorKind::Parse),
         }

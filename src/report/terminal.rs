@@ -76,6 +76,13 @@ pub fn render(run: &Run, latency: bool) -> String {
             r.in_flight_at_end
         );
     }
+    if r.keepalive_closed > 0 {
+        let _ = writeln!(
+            o,
+            "  {} keep-alive connections closed by the server before a response (sent again, not errors)",
+            r.keepalive_closed
+        );
+    }
     let e = &r.errors;
     if e.connect + e.read + e.write + e.timeout > 0 {
         let _ = writeln!(

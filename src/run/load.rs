@@ -38,6 +38,11 @@ pub struct LoadResults {
     /// responses + errors + in flight = requests sent.
     #[serde(default)]
     pub in_flight_at_end: u64,
+    /// Reused connections the server closed before any byte of the next response (its
+    /// keep-alive ended without `Connection: close`): not errors; each request was sent
+    /// again on a new connection.
+    #[serde(default)]
+    pub keepalive_closed: u64,
     /// Requests per connection in force (`--connreqs`); `None` = keep-alive as long as
     /// the server allows.
     pub requests_per_connection: Option<u32>,

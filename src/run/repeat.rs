@@ -43,6 +43,7 @@ impl LoadResults {
             out.non_2xx_3xx += p.non_2xx_3xx;
             out.connections_opened += p.connections_opened;
             out.in_flight_at_end += p.in_flight_at_end;
+            out.keepalive_closed += p.keepalive_closed;
             let offset = out.timeline.last().map_or(0, |s| s.t_s + 1);
             out.timeline.extend(p.timeline.iter().cloned().map(|mut s| {
                 s.t_s += offset;

@@ -156,6 +156,7 @@ pub(crate) mod tests {
             body_bytes: 0,
             timeout_s: 2.0,
             insecure: false,
+            authorization: None,
         }
     }
 
