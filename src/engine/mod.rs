@@ -3,6 +3,7 @@
 //! from the workers' ticks. Measurement only: nothing here prints (progress goes through
 //! the [`Progress`] callback the caller supplies).
 
+mod conn;
 pub mod http;
 mod pace;
 pub mod stats;

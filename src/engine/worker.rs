@@ -18,6 +18,7 @@ use std::time::{Duration, Instant};
 use hdrhistogram::Histogram;
 use mio::{Events, Interest, Poll, Token};
 
+use super::conn::{Conn, Next, Phase};
 use super::http::{Complete, ResponseParser};
 use super::pace::PaceTimer;
 use super::stats::{latency_histogram, ErrorKind, ThreadStats, Tick};
@@ -83,61 +84,6 @@ pub struct Worker<T: Transport> {
 pub struct LiveCount {
     pub responses: std::sync::atomic::AtomicU64,
     pub errors: std::sync::atomic::AtomicU64,
-}
-
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum Phase {
-    /// Waiting to retry a failed connect.
-    Retry,
-    /// Open loop: waiting for the next request's scheduled time.
-    Paced,
-    /// TCP connect / TLS handshake in progress.
-    Connecting,
-    /// Writing the request.
-    Writing,
-    /// Reading the response.
-    Reading,
-    /// The last response on this connection is in; waiting for the server's FIN so the
-    /// server, which was asked to close, is the side that keeps TIME_WAIT.
-    Draining,
-    /// No more requests to send (budget spent).
-    Done,
-}
-
-struct Conn<T> {
-    transport: Option<T>,
-    phase: Phase,
-    parser: ResponseParser,
-    buf: Box<[u8]>,
-    /// Unconsumed bytes at the front of `buf` (an incomplete head or line).
-    pending: usize,
-    written: usize,
-    /// The request in flight was sent with `Connection: close`.
-    last: bool,
-    /// Requests sent on this connection.
-    sent: u32,
-    /// A claimed budget unit not yet spent on a request.
-    permit: bool,
-    /// The last read left the socket empty (see `Transport::SHORT_READ_DRAINS`).
-    drained: bool,
-    /// The poller reported the peer's FIN or an error on this socket.
-    hup: bool,
-    /// When the current phase began: connect start, request start, or retry time.
-    since: Instant,
-    /// When the request in flight was meant to be sent: latency is measured from here
-    /// (equal to its actual start in closed loop).
-    intended: Instant,
-    /// Open loop: when the next request is due.
-    due: Instant,
-    /// This connection's slot, to find it from the pacing queue.
-    idx: usize,
-}
-
-/// The outcome of driving one connection until it would block.
-enum Next {
-    Wait,
-    Reopen,
-    Retry,
 }
 
 struct Loop<'a, T: Transport> {
@@ -465,7 +411,15 @@ impl<T: Transport> Loop<'_, T> {
                         Ok(n) => n,
                         Err(e) if e.kind() == io::ErrorKind::WouldBlock => return Next::Wait,
                         Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
-                        Err(e) if e.kind() == io::ErrorKind::ConnectionReset => {
+                        // A reset instead of a FIN before any byte of the response on
+                        // a reused connection (our request reached a socket the server
+                        // was closing): the same end of keep-alive as an EOF there.
+                        Err(e)
+                            if e.kind() == io::ErrorKind::ConnectionReset
+                                && c.sent > 1
+                                && c.pending == 0
+                                && c.parser.is_idle() =>
+                        {
                             return self.on_eof(c, now);
                         }
                         Err(_) => return self.request_failed(ErrorKind::Read),

@@ -1,0 +1,62 @@
+//! One connection's state in a worker's event loop: its phase, its buffer and parser,
+//! and what driving it until it would block decided.
+
+use std::time::Instant;
+
+use super::http::ResponseParser;
+
+/// Where a connection is in its request/response cycle.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) enum Phase {
+    /// Waiting to retry a failed connect.
+    Retry,
+    /// Open loop: waiting for the next request's scheduled time.
+    Paced,
+    /// TCP connect / TLS handshake in progress.
+    Connecting,
+    /// Writing the request.
+    Writing,
+    /// Reading the response.
+    Reading,
+    /// The last response on this connection is in; waiting for the server's FIN so the
+    /// server, which was asked to close, is the side that keeps TIME_WAIT.
+    Draining,
+    /// No more requests to send (budget spent).
+    Done,
+}
+
+pub(super) struct Conn<T> {
+    pub(super) transport: Option<T>,
+    pub(super) phase: Phase,
+    pub(super) parser: ResponseParser,
+    pub(super) buf: Box<[u8]>,
+    /// Unconsumed bytes at the front of `buf` (an incomplete head or line).
+    pub(super) pending: usize,
+    pub(super) written: usize,
+    /// The request in flight was sent with `Connection: close`.
+    pub(super) last: bool,
+    /// Requests sent on this connection.
+    pub(super) sent: u32,
+    /// A claimed budget unit not yet spent on a request.
+    pub(super) permit: bool,
+    /// The last read left the socket empty (see `Transport::SHORT_READ_DRAINS`).
+    pub(super) drained: bool,
+    /// The poller reported the peer's FIN or an error on this socket.
+    pub(super) hup: bool,
+    /// When the current phase began: connect start, request start, or retry time.
+    pub(super) since: Instant,
+    /// When the request in flight was meant to be sent: latency is measured from here
+    /// (equal to its actual start in closed loop).
+    pub(super) intended: Instant,
+    /// Open loop: when the next request is due.
+    pub(super) due: Instant,
+    /// This connection's slot, to find it from the pacing queue.
+    pub(super) idx: usize,
+}
+
+/// The outcome of driving one connection until it would block.
+pub(super) enum Next {
+    Wait,
+    Reopen,
+    Retry,
+}
