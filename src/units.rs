@@ -6,6 +6,9 @@ use std::time::Duration;
 /// Parses a duration such as `10s`, `1m`, `500ms`, `1h` or a bare number of seconds.
 pub fn parse_duration(s: &str) -> Result<Duration, String> {
     let s = s.trim();
+    if s.starts_with('-') {
+        return Err(format!("a duration cannot be negative: `{s}`"));
+    }
     let split = s
         .find(|c: char| !(c.is_ascii_digit() || c == '.'))
         .unwrap_or(s.len());

@@ -46,6 +46,14 @@ fn requests_that_would_smuggle_or_never_start_are_refused() {
         args.extend_from_slice(flags);
         fails_fast(&args, needle);
     }
+    fails_fast(
+        &["run", &url, "-d", "-1s"],
+        "a duration cannot be negative: `-1s`",
+    );
+    fails_fast(
+        &["run", &url, "-d", "1s", "--timeout", "-2s"],
+        "a duration cannot be negative",
+    );
     // A token method other than GET is fine.
     let out = loadlens()
         .args([

@@ -34,7 +34,7 @@ pub struct LabRunArgs {
     #[arg(long)]
     fix: bool,
     /// Length of each load run.
-    #[arg(short = 'd', long, value_parser = parse_duration, default_value = "5s")]
+    #[arg(short = 'd', long, value_parser = parse_duration, allow_hyphen_values = true, default_value = "5s")]
     duration: Duration,
     /// Keep the world after each run until Enter is pressed.
     #[arg(long)]

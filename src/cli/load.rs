@@ -32,7 +32,7 @@ pub struct LoadFlags {
     #[arg(long)]
     pub body_file: Option<PathBuf>,
     /// Per-request timeout; a request unanswered after it counts as a timeout.
-    #[arg(long, value_parser = parse_duration, default_value = "2s")]
+    #[arg(long, value_parser = parse_duration, allow_hyphen_values = true, default_value = "2s")]
     pub timeout: Duration,
     /// Do not verify the server's TLS certificate.
     #[arg(short = 'k', long)]
@@ -41,7 +41,7 @@ pub struct LoadFlags {
     #[arg(long)]
     pub no_watch: bool,
     /// Sampling interval of the watch, e.g. 1s, 100ms.
-    #[arg(long = "sample", value_parser = parse_duration, default_value = "1s")]
+    #[arg(long = "sample", value_parser = parse_duration, allow_hyphen_values = true, default_value = "1s")]
     pub sample: Duration,
     /// The server's process id (repeatable); its children are watched too. Needed when
     /// the server runs in another network namespace.

@@ -81,7 +81,16 @@ pub(super) fn parse_u32(s: &str) -> Result<u32, String> {
 
 /// Parses the command line and runs it. Usage errors exit 2 (clap's convention).
 pub fn main() -> anyhow::Result<ExitCode> {
-    let cli = Cli::parse();
+    let cli = match Cli::try_parse() {
+        Ok(c) => c,
+        // A bad value is one line, like every other bad input (clap adds a help tip).
+        Err(e) if e.kind() == clap::error::ErrorKind::ValueValidation => {
+            let text = e.to_string();
+            let line = text.lines().next().unwrap_or_default();
+            anyhow::bail!("{}", line.strip_prefix("error: ").unwrap_or(line));
+        }
+        Err(e) => e.exit(),
+    };
     let res = match cli.command {
         Command::Run(a) => run::cmd(*a),
         Command::Report(a) => cmd_report(a),

@@ -25,7 +25,7 @@ pub struct RunArgs {
     #[arg(short = 't', long, value_parser = parse_u32)]
     threads: Option<u32>,
     /// Length of the test, e.g. 10s, 1m [default: 10s, or unbounded with -n].
-    #[arg(short = 'd', long, value_parser = parse_duration)]
+    #[arg(short = 'd', long, value_parser = parse_duration, allow_hyphen_values = true)]
     duration: Option<Duration>,
     /// Stop after this many requests (responses plus failed requests), e.g. 10k.
     #[arg(short = 'n', long, value_parser = parse_count)]
@@ -59,7 +59,7 @@ pub struct RunArgs {
     #[arg(long, value_parser = parse_u32, default_value = "1", value_name = "N")]
     repeat: u32,
     /// Pause between repetitions.
-    #[arg(long, value_parser = parse_duration, default_value = "2s")]
+    #[arg(long, value_parser = parse_duration, allow_hyphen_values = true, default_value = "2s")]
     pause: Duration,
     #[command(flatten)]
     load: LoadFlags,

@@ -41,13 +41,13 @@ pub struct SweepArgs {
     #[arg(short = 'R', long, value_delimiter = ',', value_parser = parse_count)]
     rate: Vec<u64>,
     /// Length of each cell's load.
-    #[arg(short = 'd', long, value_parser = parse_duration, default_value = "5s")]
+    #[arg(short = 'd', long, value_parser = parse_duration, allow_hyphen_values = true, default_value = "5s")]
     duration: Duration,
     /// Repeat each cell N times (the cell's Run holds every repetition).
     #[arg(long, value_parser = parse_u32, default_value = "1", value_name = "N")]
     repeat: u32,
     /// Pause between loads, so TIME_WAIT and queues settle the same way before each.
-    #[arg(long, value_parser = parse_duration, default_value = "1s")]
+    #[arg(long, value_parser = parse_duration, allow_hyphen_values = true, default_value = "1s")]
     pause: Duration,
     /// Find the highest open-loop rate that meets --slo (and --errors): a closed-loop
     /// probe, then rates that climb and bisect.
@@ -62,7 +62,7 @@ pub struct SweepArgs {
     errors: Option<f64>,
     /// Total time the --ceiling search may take; it never starts a load that would
     /// not fit.
-    #[arg(long, value_parser = parse_duration, default_value = "2m")]
+    #[arg(long, value_parser = parse_duration, allow_hyphen_values = true, default_value = "2m")]
     budget: Duration,
     /// Write the study (every cell's Run) as JSON to FILE (`-` = stdout).
     #[arg(long, value_name = "FILE")]
