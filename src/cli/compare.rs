@@ -60,11 +60,7 @@ pub fn cmd(a: CompareArgs) -> anyhow::Result<ExitCode> {
     let mut outputs: Vec<Output<Comparison>> = Vec::new();
     let text = json != Some(Dest::Stdout);
     outputs.extend(json.map(|d| Output::new(Json, d)));
-    if let Some(f) = &a.html {
-        let d = Dest::File(f.clone());
-        d.check("HTML")?;
-        outputs.push(Output::new(report::Html, d));
-    }
+    outputs.extend(report::html_output(a.html.as_deref())?);
     if text {
         outputs.push(Output::new(CompareText, Dest::Stdout));
     }

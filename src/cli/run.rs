@@ -107,11 +107,7 @@ pub fn cmd(mut a: RunArgs) -> anyhow::Result<ExitCode> {
     let text = !a.quiet && json != Some(Dest::Stdout);
     let mut outputs: Vec<Output<Run>> = Vec::new();
     outputs.extend(json.map(|d| Output::new(Json, d)));
-    if let Some(f) = &a.html {
-        let d = Dest::File(f.clone());
-        d.check("HTML")?;
-        outputs.push(Output::new(report::Html, d));
-    }
+    outputs.extend(report::html_output(a.html.as_deref())?);
     if text {
         outputs.push(Output::new(Text { latency: a.latency }, Dest::Stdout));
     }

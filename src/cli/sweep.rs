@@ -244,11 +244,7 @@ fn outputs(a: &SweepArgs) -> anyhow::Result<Vec<Output<Sweep>>> {
     let mut out: Vec<Output<Sweep>> = Vec::new();
     out.extend(json.map(|d| Output::new(Json, d)));
     out.extend(csv.map(|d| Output::new(SweepCsv, d)));
-    if let Some(f) = &a.html {
-        let d = Dest::File(f.clone());
-        d.check("HTML")?;
-        out.push(Output::new(crate::report::Html, d));
-    }
+    out.extend(crate::report::html_output(a.html.as_deref())?);
     if text {
         out.push(Output::new(SweepText, Dest::Stdout));
     }

@@ -41,7 +41,8 @@ pub fn render(f: &[Finding]) -> String {
     o
 }
 
-fn fmt_num(v: f64) -> String {
+/// A fact's value as the reports show it: counts with thousands separators.
+pub fn fmt_num(v: f64) -> String {
     if v.fract() == 0.0 && v.abs() < 1e15 {
         let s = format!("{}", v as i64);
         // Thousands separators for counts.

@@ -140,7 +140,7 @@ fn findings(o: &mut String, run: &Run) {
                 o,
                 "<li>{}: <b>{}</b> {}</li>",
                 esc(&e.name),
-                esc(&trim_num(e.value)),
+                esc(&super::findings::fmt_num(e.value)),
                 esc(&e.unit)
             );
         }
@@ -150,14 +150,6 @@ fn findings(o: &mut String, run: &Run) {
             esc(&f.explanation),
             esc(&f.fix)
         );
-    }
-}
-
-fn trim_num(v: f64) -> String {
-    if v.fract() == 0.0 && v.abs() < 1e15 {
-        format!("{v:.0}")
-    } else {
-        format!("{v:.1}")
     }
 }
 

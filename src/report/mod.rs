@@ -105,6 +105,17 @@ impl<S: ?Sized> Output<S> {
     }
 }
 
+/// The HTML page to `path`, if asked for, checked writable now (before any load).
+pub fn html_output<S: ?Sized>(path: Option<&std::path::Path>) -> anyhow::Result<Option<Output<S>>>
+where
+    Html: View<S>,
+{
+    let Some(p) = path else { return Ok(None) };
+    let d = Dest::File(p.to_path_buf());
+    d.check("HTML")?;
+    Ok(Some(Output::new(Html, d)))
+}
+
 /// Renders `subject` with each view and writes it to its destination, in order.
 pub fn write_all<S: ?Sized>(subject: &S, outputs: &[Output<S>]) -> anyhow::Result<()> {
     for o in outputs {

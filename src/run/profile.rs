@@ -67,6 +67,15 @@ pub struct TopFunction {
     pub total_pct: f64,
 }
 
+/// `part` as a percentage of `whole`; 0 when `whole` is.
+fn percent(part: u64, whole: u64) -> f64 {
+    if whole == 0 {
+        0.0
+    } else {
+        part as f64 * 100.0 / whole as f64
+    }
+}
+
 /// A frame name without the kernel suffix, and whether it was a kernel frame.
 pub fn split_frame(name: &str) -> (&str, bool) {
     match name.strip_suffix(KERNEL_SUFFIX) {
@@ -87,6 +96,15 @@ impl Profile {
             .filter(move |s| pids.is_empty() || pids.contains(&s.pid))
     }
 
+    /// Of `pids`, the process with the most samples (none when none was sampled).
+    pub fn busiest(&self, pids: &[i32]) -> Option<i32> {
+        pids.iter()
+            .map(|&pid| (pid, self.samples_of(&[pid])))
+            .filter(|&(_, n)| n > 0)
+            .max_by_key(|&(_, n)| n)
+            .map(|(pid, _)| pid)
+    }
+
     /// Percent of the samples of `pids` with a frame anywhere on the stack matching
     /// `pred` (name without the kernel suffix, kernel?). 0 without samples.
     pub fn share(&self, pids: &[i32], pred: impl Fn(&str, bool) -> bool) -> f64 {
@@ -105,11 +123,7 @@ impl Profile {
                 hit += s.count;
             }
         }
-        if all == 0 {
-            0.0
-        } else {
-            hit as f64 * 100.0 / all as f64
-        }
+        percent(hit, all)
     }
 
     /// Like [`Profile::share`], but only the leaf frame counts (self time).
@@ -124,11 +138,7 @@ impl Profile {
                 }
             }
         }
-        if all == 0 {
-            0.0
-        } else {
-            hit as f64 * 100.0 / all as f64
-        }
+        percent(hit, all)
     }
 
     /// The top table of `pid`: its `n` functions with the most self time.
@@ -149,13 +159,7 @@ impl Profile {
                 *anywhere.entry(f).or_default() += s.count;
             }
         }
-        let pct = |v: u64| {
-            if total == 0 {
-                0.0
-            } else {
-                v as f64 * 100.0 / total as f64
-            }
-        };
+        let pct = |v: u64| percent(v, total);
         let mut functions: Vec<TopFunction> = own
             .iter()
             .map(|(&f, &c)| {

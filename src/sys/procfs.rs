@@ -47,6 +47,17 @@ impl CpuTimes {
     }
 }
 
+/// `/proc/PID/cmdline` as arguments (empty ones dropped; a process that rewrote its
+/// title, as nginx and php-fpm masters do, shows the title as the first).
+pub fn read_cmdline(pid: i32) -> std::io::Result<Vec<String>> {
+    let raw = std::fs::read(format!("/proc/{pid}/cmdline"))?;
+    Ok(raw
+        .split(|&b| b == 0)
+        .filter(|a| !a.is_empty())
+        .map(|a| String::from_utf8_lossy(a).into_owned())
+        .collect())
+}
+
 /// `/proc/stat`: the per-CPU lines (`cpu0`, `cpu1`, …), indexed by CPU number.
 pub fn parse_stat(text: &str) -> BTreeMap<u32, CpuTimes> {
     let mut out = BTreeMap::new();

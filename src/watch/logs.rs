@@ -213,11 +213,7 @@ pub fn nginx_error_logs(cfg: &NginxConfig) -> Vec<String> {
 /// `/etc/php/VERSION/fpm/php-fpm.conf`), relative paths under `/var/log` as php-fpm
 /// resolves them.
 pub fn php_fpm_error_log(master: i32) -> Option<String> {
-    let cmdline = std::fs::read(format!("/proc/{master}/cmdline")).ok()?;
-    let args: Vec<String> = cmdline
-        .split(|b| *b == 0)
-        .map(|a| String::from_utf8_lossy(a).to_string())
-        .collect();
+    let args = crate::sys::procfs::read_cmdline(master).ok()?;
     let from_args = args.iter().enumerate().find_map(|(i, a)| {
         if a == "-y" || a == "--fpm-config" {
             args.get(i + 1).cloned()

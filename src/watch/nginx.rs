@@ -123,12 +123,7 @@ pub fn parse_all(text: &str) -> (BTreeMap<String, Vec<String>>, Vec<String>) {
 /// Runs `nginx -T` as the master `pid` was started; `None` (with the reason) when it
 /// cannot be read.
 pub fn read(pid: i32) -> Result<NginxConfig, String> {
-    let cmdline = std::fs::read(format!("/proc/{pid}/cmdline")).map_err(|e| e.to_string())?;
-    let mut args: Vec<String> = cmdline
-        .split(|&b| b == 0)
-        .filter(|a| !a.is_empty())
-        .map(|a| String::from_utf8_lossy(a).to_string())
-        .collect();
+    let mut args = crate::sys::procfs::read_cmdline(pid).map_err(|e| e.to_string())?;
     // The master rewrites its title to "nginx: master process nginx -c FILE ...", one
     // string over the original argv: split it again (paths with spaces are not kept).
     if let Some(rest) = args

@@ -180,13 +180,6 @@ fn busiest_front_worker(p: &Profile, topology: &Topology) -> Option<i32> {
         .filter(|s| s.tier != "upstream" && s.role != "master")
         .map(|s| s.pid)
         .collect();
-    let candidates = if workers.iter().any(|&w| p.samples_of(&[w]) > 0) {
-        workers
-    } else {
-        topology.processes.iter().map(|s| s.pid).collect()
-    };
-    candidates
-        .into_iter()
-        .filter(|&w| p.samples_of(&[w]) > 0)
-        .max_by_key(|&w| p.samples_of(&[w]))
+    let all: Vec<i32> = topology.processes.iter().map(|s| s.pid).collect();
+    p.busiest(&workers).or_else(|| p.busiest(&all))
 }

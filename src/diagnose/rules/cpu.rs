@@ -108,12 +108,7 @@ pub(super) fn server_cpu_saturated(c: &Ctx) -> Option<Finding> {
     };
     // With a profile, say where the CPU went instead of asking for one.
     if let Some((p, pids)) = super::profile::profiled(c) {
-        let busiest = pids
-            .iter()
-            .copied()
-            .max_by_key(|&pid| p.samples_of(&[pid]))
-            .unwrap_or(pids[0]);
-        let top = p.top_of(busiest, 3);
+        let top = p.top_of(p.busiest(&pids).unwrap_or(pids[0]), 3);
         let names: Vec<String> = top
             .functions
             .iter()
