@@ -69,7 +69,7 @@ fn expected(name: &str) -> &'static str {
         "slow-link" => "link-saturated",
         "client-bound" => "client-saturated",
         "fd-limit" => "fd-limit",
-        "worker-connections" => "worker-connections-exhausted",
+        "worker-connections" => "connection-limit",
         "php-fpm-socket" => "upstream-saturated",
         "gzip-cpu" => "server-cpu-saturated",
         other => panic!("no expectation for {other}"),

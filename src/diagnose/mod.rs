@@ -11,9 +11,10 @@
 //! the bottleneck and the client's saturation a warning beside it.
 
 pub mod explain;
+mod kinds;
 mod rules;
 
-use crate::run::{Evidence, Fact, Finding, Kind, ProcRates, Run};
+use crate::run::{Evidence, Fact, Finding, Kind, ProcRates, Run, ServerKind};
 
 pub use explain::explain;
 
@@ -236,20 +237,61 @@ impl<'a> Ctx<'a> {
     }
 
     /// A directive's values in nginx's running configuration, joined with ` | `: outer
-    /// `None` when the configuration was not read, inner `None` when the directive is
-    /// not set.
+    /// `None` when nginx's configuration was not read (or the server is not nginx),
+    /// inner `None` when the directive is not set.
     pub fn nginx(&self, directive: &str) -> Option<Option<String>> {
-        let cfg = self.ev?.topology.nginx.as_ref()?;
-        Some(cfg.directives.get(directive).map(|v| v.join(" | ")))
+        let cfg = self.ev?.topology.config.as_ref()?;
+        (cfg.kind == ServerKind::Nginx).then(|| cfg.get(directive))
     }
 
-    /// `(now …)` for a fix, from nginx's configuration, or "" when unknown.
+    /// A directive's values in the front server's configuration, whatever the server:
+    /// outer `None` when no configuration was read.
+    pub fn setting(&self, directive: &str) -> Option<Option<String>> {
+        let cfg = self.ev?.topology.config.as_ref()?;
+        Some(cfg.get(directive))
+    }
+
+    /// `(now …)` for a fix, from the server's configuration, or "" when unknown.
     pub fn now(&self, directive: &str) -> String {
-        match self.nginx(directive) {
+        match self.setting(directive) {
             Some(Some(v)) => format!(" (now `{directive} {v}`)"),
             Some(None) => format!(" (now `{directive}` is not set)"),
             None => String::new(),
         }
+    }
+
+    /// Which server serves the URL: the kind of the front's processes (its master
+    /// first), `Unknown` when nothing was watched or in Runs recorded before kinds.
+    pub fn front_kind(&self) -> ServerKind {
+        let Some(e) = self.ev else {
+            return ServerKind::Unknown;
+        };
+        e.topology
+            .processes
+            .iter()
+            .filter(|p| p.tier != "upstream")
+            .map(|p| p.kind)
+            .find(|k| *k != ServerKind::Unknown)
+            .unwrap_or(ServerKind::Unknown)
+    }
+
+    /// The kind of the upstream's processes (php-fpm, a backend), when any were watched.
+    pub fn upstream_kind(&self) -> ServerKind {
+        self.upstream_procs()
+            .first()
+            .map(|p| p.kind)
+            .unwrap_or(ServerKind::Unknown)
+    }
+
+    /// The front server's own words for sizing `knob`, with its current value when the
+    /// configuration was read: "`MaxRequestWorkers` (…) (now `MaxRequestWorkers 8`)".
+    pub fn knob(&self, knob: kinds::Knob) -> Option<String> {
+        let kind = self.front_kind();
+        let phrase = kinds::knob(kind, knob)?;
+        let now = kinds::setting(kind, knob)
+            .map(|d| self.now(d))
+            .unwrap_or_default();
+        Some(format!("{phrase}{now}"))
     }
 
     /// The watched process closest to its open-files limit, and how full (most fds held
@@ -261,8 +303,8 @@ impl<'a> Ctx<'a> {
             .max_by(|a, b| a.1.total_cmp(&b.1))
     }
 
-    /// nginx's `worker_connections` and the most fds a front worker held, when both
-    /// are known.
+    /// A per-worker connection limit (nginx's `worker_connections`: each connection is
+    /// an fd of the worker) and the most fds a front worker held, when both are known.
     pub fn worker_connections_fill(&self) -> Option<(&'a ProcRates, u64, u64)> {
         let limit: u64 = self
             .nginx("worker_connections")??
@@ -273,7 +315,6 @@ impl<'a> Ctx<'a> {
         let w = self
             .front_workers()
             .into_iter()
-            .filter(|p| p.comm == "nginx")
             .max_by_key(|p| p.fds_peak().unwrap_or(0))?;
         Some((w, w.fds_peak()?, limit))
     }

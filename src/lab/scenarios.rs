@@ -449,7 +449,7 @@ pub fn all() -> Vec<Scenario> {
             source: "throughput-drop-case-study.txt (\"worker_connections are not enough\")",
             fault: "`worker_connections 64;` with 200 keep-alive connections",
             fix: "`worker_connections 4096;`",
-            expected_finding: "worker-connections-exhausted",
+            expected_finding: "connection-limit",
             key: Key {
                 label: "worker open fds (most)",
                 read: |r| proc_max(r, "worker", |p| p.fds_peak().map(|v| v as f64)),

@@ -418,7 +418,7 @@ fn nginx_config(o: &mut String, run: &Run) {
     let Some(cfg) = run
         .evidence
         .as_ref()
-        .and_then(|e| e.topology.nginx.as_ref())
+        .and_then(|e| e.topology.config.as_ref())
     else {
         return;
     };

@@ -6,7 +6,7 @@ use std::collections::BTreeMap;
 
 use serde::{Deserialize, Serialize};
 
-use super::{Profile, ServerLog, Topology};
+use super::{Profile, ServerKind, ServerLog, Topology};
 
 /// Everything watched during a run.
 #[derive(Debug, Clone, Default, Serialize, Deserialize, schemars::JsonSchema)]
@@ -108,6 +108,9 @@ pub struct QueueGauge {
 pub struct ProcRates {
     pub pid: i32,
     pub comm: String,
+    /// Which server (see `ServerProcess::kind`).
+    #[serde(default)]
+    pub kind: ServerKind,
     pub role: String,
     /// `front` or `upstream` (see `ServerProcess::tier`); empty in older Runs.
     #[serde(default)]

@@ -45,7 +45,7 @@ pub use logs::{LogClass, ServerLog};
 pub use profile::{split_frame, Profile, Stack, Top, TopFunction, KERNEL_SUFFIX};
 pub use repeat::Repetition;
 pub use sweep::{Ceiling, Cell, Dim, Step, Sweep, SWEEP_SCHEMA_VERSION};
-pub use topology::{Listener, NginxConfig, ServerProcess, Topology};
+pub use topology::{Listener, ServerConfig, ServerKind, ServerProcess, Topology};
 
 /// Version of the JSON layout below.
 pub const SCHEMA_VERSION: u32 = 1;

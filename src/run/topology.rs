@@ -20,10 +20,12 @@ pub struct Topology {
     pub unix_listeners: Vec<Listener>,
     /// The server's processes.
     pub processes: Vec<ServerProcess>,
-    /// nginx's configuration (`nginx -T` with the master's binary and config), when the
-    /// server is nginx and it could be read.
-    #[serde(default)]
-    pub nginx: Option<NginxConfig>,
+    /// The front server's configuration as read from the server itself: nginx's
+    /// `nginx -T`, Apache's and HAProxy's config files (named on their command line or
+    /// the distribution's default), when it could be read. (`nginx` in Runs of schema 1
+    /// recorded before other servers were read.)
+    #[serde(default, alias = "nginx")]
+    pub config: Option<ServerConfig>,
 }
 
 /// One watched server process.
@@ -33,6 +35,10 @@ pub struct ServerProcess {
     pub ppid: i32,
     /// Command name (`nginx`, `php-fpm8.2`).
     pub comm: String,
+    /// Which server it is, from its executable: what loadlens knows of its
+    /// configuration, logs and directives.
+    #[serde(default)]
+    pub kind: ServerKind,
     /// `master` (its children are watched too), `worker` (a child of a watched
     /// process), or `server` (neither).
     pub role: String,
@@ -58,17 +64,130 @@ pub struct Listener {
     pub backlog: u32,
 }
 
-/// What `nginx -T` said.
+/// The server's configuration as read: `nginx -T`, or Apache's/HAProxy's files.
 #[derive(Debug, Clone, Default, Serialize, Deserialize, schemars::JsonSchema)]
-pub struct NginxConfig {
+pub struct ServerConfig {
+    /// Whose configuration it is (absent in older Runs: nginx).
+    #[serde(default = "ServerKind::nginx")]
+    pub kind: ServerKind,
     /// The config file read.
     pub conf: String,
     /// Directive → each value it has in the configuration, in order (`listen` may appear
     /// many times; `keepalive` in an upstream block and at server level are both here).
+    /// Apache's directive names are kept as written (`MaxRequestWorkers`); look them
+    /// up with [`ServerConfig::get`], which ignores case as Apache does.
     pub directives: BTreeMap<String, Vec<String>>,
     /// Where it passes requests (`proxy_pass`, `fastcgi_pass`, … and the servers of
     /// the `upstream` blocks they name), as written: `unix:/run/php/php8.2-fpm.sock`,
     /// `127.0.0.1:9000`.
     #[serde(default)]
     pub upstreams: Vec<String>,
+}
+
+impl ServerConfig {
+    /// A directive's values joined with ` | `, or `None` when it is not set. Names
+    /// compare without case for Apache, exactly for the others.
+    pub fn get(&self, directive: &str) -> Option<String> {
+        let v = match self.kind {
+            ServerKind::Apache => self
+                .directives
+                .iter()
+                .find(|(k, _)| k.eq_ignore_ascii_case(directive))
+                .map(|(_, v)| v),
+            _ => self.directives.get(directive),
+        }?;
+        Some(v.join(" | "))
+    }
+}
+
+/// A server loadlens knows, detected from the executable of its process. Rules reason
+/// about roles and resources; the kind only adds the server's own directive names, log
+/// formats and config reader.
+#[derive(
+    Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema,
+)]
+#[serde(rename_all = "kebab-case")]
+pub enum ServerKind {
+    Nginx,
+    PhpFpm,
+    /// Apache httpd (`apache2` on Debian, `httpd` elsewhere).
+    Apache,
+    Haproxy,
+    Envoy,
+    Caddy,
+    Node,
+    #[default]
+    Unknown,
+}
+
+impl ServerKind {
+    /// From an executable's file name (`/usr/sbin/php-fpm8.2` → `php-fpm8.2`) or, when
+    /// the executable is unreadable, the command name.
+    pub fn from_executable(name: &str) -> ServerKind {
+        let n = name.rsplit('/').next().unwrap_or(name);
+        let n = n.strip_suffix(" (deleted)").unwrap_or(n);
+        match n {
+            _ if n.starts_with("nginx") => ServerKind::Nginx,
+            _ if n.starts_with("php-fpm") => ServerKind::PhpFpm,
+            "apache2" | "httpd" | "httpd2" => ServerKind::Apache,
+            _ if n.starts_with("haproxy") => ServerKind::Haproxy,
+            _ if n.starts_with("envoy") => ServerKind::Envoy,
+            _ if n.starts_with("caddy") => ServerKind::Caddy,
+            "node" | "nodejs" => ServerKind::Node,
+            _ => ServerKind::Unknown,
+        }
+    }
+
+    /// For `#[serde(default)]` of configs recorded before kinds.
+    pub fn nginx() -> ServerKind {
+        ServerKind::Nginx
+    }
+
+    /// The name people call it by.
+    pub fn name(self) -> &'static str {
+        match self {
+            ServerKind::Nginx => "nginx",
+            ServerKind::PhpFpm => "php-fpm",
+            ServerKind::Apache => "Apache",
+            ServerKind::Haproxy => "HAProxy",
+            ServerKind::Envoy => "Envoy",
+            ServerKind::Caddy => "Caddy",
+            ServerKind::Node => "Node.js",
+            ServerKind::Unknown => "the server",
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn kinds_from_executables() {
+        for (exe, kind) in [
+            ("/usr/sbin/nginx", ServerKind::Nginx),
+            ("/usr/sbin/php-fpm8.2", ServerKind::PhpFpm),
+            ("/usr/sbin/apache2", ServerKind::Apache),
+            ("/usr/sbin/httpd", ServerKind::Apache),
+            ("/usr/sbin/haproxy", ServerKind::Haproxy),
+            ("/usr/bin/node", ServerKind::Node),
+            ("/usr/local/bin/caddy", ServerKind::Caddy),
+            ("/opt/app/server (deleted)", ServerKind::Unknown),
+        ] {
+            assert_eq!(ServerKind::from_executable(exe), kind, "{exe}");
+        }
+    }
+
+    #[test]
+    fn apache_directives_ignore_case() {
+        let mut c = ServerConfig {
+            kind: ServerKind::Apache,
+            ..Default::default()
+        };
+        c.directives
+            .insert("maxrequestworkers".into(), vec!["8".into()]);
+        assert_eq!(c.get("MaxRequestWorkers").as_deref(), Some("8"));
+        c.kind = ServerKind::Haproxy;
+        assert_eq!(c.get("MaxRequestWorkers"), None);
+    }
 }

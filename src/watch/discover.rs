@@ -5,7 +5,7 @@
 use std::collections::{BTreeMap, BTreeSet};
 use std::net::{IpAddr, SocketAddr};
 
-use crate::run::{Listener, ServerProcess, Topology};
+use crate::run::{Listener, ServerKind, ServerProcess, Topology};
 use crate::sys::procfs::all_pid_stats;
 use crate::sys::sockdiag::Diag;
 
@@ -143,11 +143,11 @@ pub fn discover(
     }
     let front = with_children(&front, &procs);
     push_processes(&mut topo, &front, "front", &procs);
-    read_nginx(&mut topo, &mut warnings);
+    read_config(&mut topo, &mut warnings);
 
-    // Upstreams named in nginx's configuration: who listens there.
+    // Upstreams named in the front's configuration: who listens there.
     let mut upstream_unix: Vec<Listener> = Vec::new();
-    if let (Some(cfg), Some(d)) = (topo.nginx.clone(), diag.as_deref_mut()) {
+    if let (Some(cfg), Some(d)) = (topo.config.clone(), diag.as_deref_mut()) {
         let mut inodes = BTreeSet::new();
         for addr in &cfg.upstreams {
             match upstream_listeners(d, addr) {
@@ -269,28 +269,37 @@ fn push_processes(
         } else {
             "server"
         };
+        // The executable says which server it is; its link is unreadable for another
+        // user's process without root, then the command name stands in.
+        let exe = std::fs::read_link(format!("/proc/{pid}/exe"))
+            .map(|p| p.display().to_string())
+            .unwrap_or_else(|_| comm.clone());
         topo.processes.push(ServerProcess {
             pid: *pid,
             ppid: *ppid,
             comm: comm.clone(),
+            kind: ServerKind::from_executable(&exe),
             role: role.to_string(),
             tier: tier.to_string(),
         });
     }
 }
 
-/// nginx's running configuration, from the front's master.
-fn read_nginx(topo: &mut Topology, warnings: &mut Vec<String>) {
-    let Some(m) = topo
-        .processes
-        .iter()
-        .find(|p| p.comm == "nginx" && p.role != "worker")
-    else {
+/// The front server's configuration, from its master (or its only process), when
+/// loadlens has a reader for its kind.
+fn read_config(topo: &mut Topology, warnings: &mut Vec<String>) {
+    let Some(m) = topo.processes.iter().find(|p| {
+        p.role != "worker"
+            && matches!(
+                p.kind,
+                ServerKind::Nginx | ServerKind::Apache | ServerKind::Haproxy
+            )
+    }) else {
         return;
     };
-    match super::nginx::read(m.pid) {
-        Ok(cfg) => topo.nginx = Some(cfg),
-        Err(e) => warnings.push(format!("nginx configuration not read: {e}")),
+    match super::configs::read(m.kind, m.pid) {
+        Ok(cfg) => topo.config = Some(cfg),
+        Err(e) => warnings.push(format!("{} configuration not read: {e}", m.kind.name())),
     }
 }
 

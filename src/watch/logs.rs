@@ -13,7 +13,7 @@ use std::collections::BTreeMap;
 use std::io::{Read, Seek, SeekFrom};
 use std::os::unix::fs::MetadataExt;
 
-use crate::run::{LogClass, NginxConfig, ServerLog, ServerProcess};
+use crate::run::{LogClass, ServerConfig, ServerKind, ServerLog, ServerProcess};
 
 /// At most this much of each log is read per run.
 pub const MAX_BYTES: u64 = 4 << 20;
@@ -28,6 +28,12 @@ const CLASSES: &[(&str, &[&str])] = &[
         &["worker_connections are not enough"],
     ),
     ("max-children-reached", &["reached", "max_children"]),
+    // Apache's mpm_event/worker/prefork: "AH00484: server reached MaxRequestWorkers
+    // setting, consider raising the MaxRequestWorkers setting".
+    (
+        "max-request-workers-reached",
+        &["reached MaxRequestWorkers setting"],
+    ),
     (
         "cannot-assign-address",
         &["(99: Cannot assign requested address)"],
@@ -163,23 +169,28 @@ impl Tail {
     }
 }
 
-/// The error logs of the watched servers.
-pub fn find(procs: &[ServerProcess], nginx: Option<&NginxConfig>) -> Vec<Tail> {
+/// The error logs of the watched servers: the front's from its configuration, php-fpm
+/// masters' from theirs.
+pub fn find(procs: &[ServerProcess], config: Option<&ServerConfig>) -> Vec<Tail> {
     let mut out: Vec<Tail> = Vec::new();
     let mut add = |path: String, server: &str| {
         if !out.iter().any(|t| t.path == path) {
             out.push(Tail::start(&path, server));
         }
     };
-    if let Some(cfg) = nginx {
-        let paths = nginx_error_logs(cfg);
+    if let Some(cfg) = config {
+        let paths = match cfg.kind {
+            ServerKind::Nginx => nginx_error_logs(cfg),
+            ServerKind::Apache => apache_error_logs(cfg),
+            _ => Vec::new(),
+        };
         for p in paths {
-            add(p, "nginx");
+            add(p, cfg.kind.name());
         }
     }
     for p in procs
         .iter()
-        .filter(|p| p.comm.starts_with("php-fpm") && p.role != "worker")
+        .filter(|p| p.kind == ServerKind::PhpFpm && p.role != "worker")
     {
         if let Some(path) = php_fpm_error_log(p.pid) {
             add(path, "php-fpm");
@@ -191,7 +202,7 @@ pub fn find(procs: &[ServerProcess], nginx: Option<&NginxConfig>) -> Vec<Tail> {
 /// nginx's error logs: every `error_log` file in the running configuration (global and
 /// per server), or Debian's default when none is set. `stderr`, `syslog:` and
 /// `memory:` targets are not files.
-pub fn nginx_error_logs(cfg: &NginxConfig) -> Vec<String> {
+pub fn nginx_error_logs(cfg: &ServerConfig) -> Vec<String> {
     let set: Vec<String> = cfg
         .directives
         .get("error_log")
@@ -203,6 +214,41 @@ pub fn nginx_error_logs(cfg: &NginxConfig) -> Vec<String> {
         .collect();
     if set.is_empty() && !cfg.directives.contains_key("error_log") {
         vec!["/var/log/nginx/error.log".to_string()]
+    } else {
+        set
+    }
+}
+
+/// Apache's error logs: every `ErrorLog` that is a file (not `syslog:` or a `|pipe`),
+/// relative to the ServerRoot; Debian's default when none could be resolved (its
+/// `${APACHE_LOG_DIR}` comes from envvars, which loadlens does not run).
+pub fn apache_error_logs(cfg: &ServerConfig) -> Vec<String> {
+    let root = cfg
+        .get("ServerRoot")
+        .map(|r| r.split(" | ").next().unwrap_or("").to_string())
+        .or_else(|| {
+            std::path::Path::new(&cfg.conf)
+                .parent()
+                .map(|p| p.display().to_string())
+        })
+        .unwrap_or_default();
+    let set: Vec<String> = cfg
+        .get("ErrorLog")
+        .unwrap_or_default()
+        .split(" | ")
+        .map(|v| v.trim().trim_matches('"'))
+        .filter(|v| !v.is_empty() && !v.starts_with('|') && !v.starts_with("syslog"))
+        .map(|v| v.replace("${APACHE_LOG_DIR}", "/var/log/apache2"))
+        .map(|v| {
+            if v.starts_with('/') {
+                v
+            } else {
+                format!("{root}/{v}")
+            }
+        })
+        .collect();
+    if set.is_empty() {
+        vec!["/var/log/apache2/error.log".to_string()]
     } else {
         set
     }
@@ -306,7 +352,7 @@ mod tests {
 
     #[test]
     fn config_paths() {
-        let mut cfg = NginxConfig::default();
+        let mut cfg = ServerConfig::default();
         assert_eq!(nginx_error_logs(&cfg), ["/var/log/nginx/error.log"]);
         cfg.directives.insert(
             "error_log".into(),

@@ -15,6 +15,7 @@
 //! snapshots → a sample or the window), `host` (facts read once), [`logs`] (the servers' error logs), [`profile`] (on-CPU stacks), [`discover`] (which
 //! processes and sockets serve the URL), [`nginx`] (its running configuration).
 
+pub mod configs;
 pub mod discover;
 mod host;
 pub mod logs;

@@ -7,7 +7,7 @@ use std::io::Read;
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
-use crate::run::NginxConfig;
+use crate::run::ServerConfig;
 
 /// Directives worth naming with their current values.
 const DIRECTIVES: &[&str] = &[
@@ -31,7 +31,7 @@ const DIRECTIVES: &[&str] = &[
     "sendfile",
 ];
 
-impl NginxConfig {
+impl ServerConfig {
     /// The first value of a directive.
     pub fn first(&self, name: &str) -> Option<&str> {
         self.directives.get(name)?.first().map(|s| s.as_str())
@@ -122,7 +122,7 @@ pub fn parse_all(text: &str) -> (BTreeMap<String, Vec<String>>, Vec<String>) {
 
 /// Runs `nginx -T` as the master `pid` was started; `None` (with the reason) when it
 /// cannot be read.
-pub fn read(pid: i32) -> Result<NginxConfig, String> {
+pub fn read(pid: i32) -> Result<ServerConfig, String> {
     let mut args = crate::sys::procfs::read_cmdline(pid).map_err(|e| e.to_string())?;
     // The master rewrites its title to "nginx: master process nginx -c FILE ...", one
     // string over the original argv: split it again (paths with spaces are not kept).
@@ -177,7 +177,8 @@ pub fn read(pid: i32) -> Result<NginxConfig, String> {
     }
     let text = reader.join().unwrap_or_default();
     let (directives, upstreams) = parse_all(&text);
-    Ok(NginxConfig {
+    Ok(ServerConfig {
+        kind: crate::run::ServerKind::Nginx,
         conf,
         directives,
         upstreams,

@@ -104,6 +104,7 @@ impl Reader {
                 Some(ProcRates {
                     pid: p.pid,
                     comm: p.comm.clone(),
+                    kind: p.kind,
                     role: p.role.clone(),
                     tier: p.tier.clone(),
                     cpu_pct: user + system,
@@ -347,6 +348,7 @@ mod tests {
                 pid: 42,
                 ppid: 1,
                 comm: "nginx".into(),
+                kind: crate::run::ServerKind::Nginx,
                 role: "worker".into(),
                 tier: "front".into(),
             }],

@@ -80,7 +80,7 @@ pub(super) fn sampler(
     let interval = spec.interval;
     // Where each server's error log ends now: what is appended from here on is the
     // window's.
-    let tails = logs::find(&topology.processes, topology.nginx.as_ref());
+    let tails = logs::find(&topology.processes, topology.config.as_ref());
     let profiler = spec.profile_hz.and_then(|hz| {
         let pids: Vec<i32> = topology.processes.iter().map(|p| p.pid).collect();
         let p = profile::Profiler::start(&pids, hz)

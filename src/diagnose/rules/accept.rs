@@ -1,6 +1,7 @@
 //! Accept queues: the listen queue and the SYN queue of the server's socket.
 
 use super::{fact, finding, ramp, Ctx};
+use crate::diagnose::kinds::Knob;
 use crate::run::{Finding, Kind};
 
 /// Connections dropped because the listen socket's accept queue was full.
@@ -54,9 +55,20 @@ pub(super) fn listen_queue_overflow(c: &Ctx) -> Option<Finding> {
     f.explanation = format!(
         "The kernel completed handshakes faster than the server accepted them; with the accept queue full (effective backlog = min(listen backlog, net.core.somaxconn) = {backlog}) it drops the client's final ACK, and the client retransmits after a second or more — the latency spikes and lost throughput of the run."
     );
+    // The backlog a server asks for is its own directive; whether it accepts fast
+    // enough is its workers' or its connection limit's business (HAProxy stops
+    // accepting at `maxconn`, and its backlog follows it).
+    let backlog_knob = c
+        .knob(Knob::Backlog)
+        .unwrap_or_else(|| "the server's listen() backlog".into());
+    let accepts = match c.knob(Knob::Connections) {
+        Some(k) => format!("also check the server accepts fast enough: its workers and {k}"),
+        None => {
+            "also check the server accepts fast enough (its workers, its connection limit)".into()
+        }
+    };
     f.fix = format!(
-        "raise the nginx `listen ... backlog=` (effective now {backlog}){} and net.core.somaxconn (now {somaxconn}), e.g. 4096; also check the server accepts fast enough (workers, `multi_accept`)",
-        c.now("listen")
+        "raise {backlog_knob} (effective now {backlog}) and net.core.somaxconn (now {somaxconn}), e.g. 4096; {accepts}"
     );
     Some(f)
 }

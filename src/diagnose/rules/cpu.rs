@@ -2,6 +2,7 @@
 //! connections, softirq on one CPU.
 
 use super::{competitors, fact, finding, ramp, Ctx};
+use crate::diagnose::kinds::{self, Knob};
 use crate::run::{Finding, Kind};
 
 /// Server workers waiting to run: another process on their CPU (or the machine
@@ -46,11 +47,12 @@ pub(super) fn run_queue_delay(c: &Ctx) -> Option<Finding> {
             others.join(", ")
         )
     };
+    let pin = c.knob(Knob::Affinity).unwrap_or_else(|| "taskset".into());
     f.fix = if others.is_empty() {
-        "give the server its own CPUs (`worker_cpu_affinity`, taskset the load generator elsewhere, or load from another machine)".into()
+        format!("give the server its own CPUs ({pin}, taskset the load generator elsewhere, or load from another machine)")
     } else {
         format!(
-            "move the other work off CPU {} (taskset), lower its priority (`nice`, `chrt --idle`), or pin the nginx workers elsewhere (`worker_cpu_affinity`)",
+            "move the other work off CPU {} (taskset), lower its priority (`nice`, `chrt --idle`), or pin the server's workers elsewhere ({pin})",
             w.last_cpu
         )
     };
@@ -62,47 +64,80 @@ pub(super) fn run_queue_delay(c: &Ctx) -> Option<Finding> {
 /// core too: it counts as saturated, with the wait named.
 pub(super) fn server_cpu_saturated(c: &Ctx) -> Option<Finding> {
     let workers = c.front_workers();
+    let cpus = c.server_cpus();
     let demand = |p: &crate::run::ProcRates| p.cpu_pct + p.run_delay_ms_per_s.unwrap_or(0.0) / 10.0;
-    let busiest = workers.iter().map(|p| demand(p)).fold(0.0, f64::max);
-    if workers.is_empty() || busiest < 90.0 {
+    // What a worker can use: one core for a single-threaded event loop; one core per
+    // thread for a threaded one (Apache's mpm_event, HAProxy's nbthread), at most the
+    // CPUs the server may use.
+    let cores = |p: &crate::run::ProcRates| p.threads.clamp(1, cpus as u64) as f64;
+    let share = |p: &crate::run::ProcRates| demand(p) / cores(p);
+    let w = workers
+        .iter()
+        .max_by(|a, b| share(a).total_cmp(&share(b)))
+        .copied()?;
+    let busiest = share(w);
+    if busiest < 90.0 {
         return None;
     }
-    let running = workers.iter().map(|p| p.cpu_pct).fold(0.0, f64::max);
+    let running = w.cpu_pct;
     let n = workers.len() as u32;
-    let cpus = c.server_cpus();
-    let comm = workers[0].comm.clone();
+    let usable: f64 = workers.iter().map(|p| cores(p)).sum();
+    let comm = w.comm.clone();
+    let threaded = cores(w) > 1.0;
     let mut f = finding(
         "server-cpu-saturated",
         Kind::Bottleneck,
         ramp(busiest, 90.0, 99.0),
-        format!("{comm} workers at {busiest:.0}% of a core (running or waiting to run)"),
+        if threaded {
+            format!(
+                "{comm} at {busiest:.0}% of the {:.0} cores its threads may use (running or waiting to run)",
+                cores(w)
+            )
+        } else {
+            format!("{comm} workers at {busiest:.0}% of a core (running or waiting to run)")
+        },
     );
     f.evidence = vec![
         fact("busiest worker CPU", running, "%"),
         fact(
             "busiest worker CPU demand (running + run-queue wait)",
-            busiest,
+            demand(w),
             "%",
         ),
         fact("workers", n as f64, "processes"),
         fact("CPUs the server may use", cpus as f64, "CPUs"),
     ];
+    if threaded {
+        f.evidence
+            .push(fact("busiest worker threads", w.threads as f64, "threads"));
+    }
     let sys = workers.iter().map(|p| p.system_pct).fold(0.0, f64::max);
     f.evidence.push(fact("busiest worker system CPU", sys, "%"));
+    let short = usable < cpus as f64;
     f.explanation = format!(
-        "Each {comm} worker is one event loop on one core; at ~100% it cannot serve faster.{}",
-        if n < cpus {
-            format!(" There are fewer workers ({n}) than CPUs ({cpus}).")
+        "{}{}",
+        if threaded {
+            format!("{comm}'s worker threads together used nearly all the cores they may run on; it cannot serve faster.")
+        } else {
+            format!("Each {comm} worker is one event loop on one core; at ~100% it cannot serve faster.")
+        },
+        if short {
+            format!(" Its workers can use {usable:.0} of the {cpus} CPUs it may run on.")
         } else {
             String::new()
         }
     );
-    f.fix = if n < cpus {
-        let now = match c.nginx("worker_processes") {
-            Some(_) => c.now("worker_processes"),
-            None => format!(" (now {n} worker{})", if n == 1 { "" } else { "s" }),
+    f.fix = if short {
+        let now = match kinds::setting(c.front_kind(), Knob::Workers).map(|d| c.setting(d)) {
+            Some(Some(_)) => String::new(),
+            _ => format!(" (now {n} worker{})", if n == 1 { "" } else { "s" }),
         };
-        format!("`worker_processes auto;`{now} so every CPU serves; then profile where the CPU goes (`perf top -p PID`)")
+        let knob = c
+            .knob(Knob::Workers)
+            .unwrap_or_else(|| "more worker processes or threads".into());
+        format!(
+            "{knob}{now} so every CPU serves; then profile where the CPU goes (`perf top -p PID`)"
+        )
     } else {
         "the CPU is the limit: profile where it goes (`perf top -p PID`): TLS, gzip, logging, syscalls; or add machines".into()
     };
@@ -192,9 +227,10 @@ pub(super) fn worker_imbalance(c: &Ctx) -> Option<Finding> {
         fact("workers", w.len() as f64, "processes"),
     ];
     f.explanation = "All workers accept from one shared listen socket; whichever wakes first takes the connections, so a few workers do most of the work while others idle.".into();
-    f.fix =
-        "`listen ... reuseport;` gives each worker its own accept queue, balanced by the kernel"
-            .into();
+    f.fix = match c.knob(Knob::Reuseport) {
+        Some(k) => format!("{k} gives each worker its own accept queue, balanced by the kernel"),
+        None => "one listen socket per worker (SO_REUSEPORT), balanced by the kernel".into(),
+    };
     Some(f)
 }
 
@@ -238,7 +274,11 @@ pub(super) fn new_connection_cost(c: &Ctx) -> Option<Finding> {
     f.fix = if reuseport {
         "keep connections alive longer (client keep-alive, `keepalive_requests`, `keepalive_timeout`); reuseport is already on".into()
     } else {
-        "`listen ... reuseport;` (one accept queue per worker; the DragonFlyBSD study measured up to 3× with 1 request per connection) and keep-alive on the clients".into()
+        format!(
+            "{} (one accept queue per worker; the DragonFlyBSD study measured up to 3× with 1 request per connection) and keep-alive on the clients",
+            c.knob(Knob::Reuseport)
+                .unwrap_or_else(|| "one listen socket per worker (SO_REUSEPORT)".into())
+        )
     };
     Some(f)
 }
@@ -378,8 +418,11 @@ mod tests {
             .as_mut()
             .unwrap()
             .topology
-            .nginx
-            .get_or_insert_with(Default::default);
+            .config
+            .get_or_insert_with(|| crate::run::ServerConfig {
+                kind: crate::run::ServerKind::Nginx,
+                ..Default::default()
+            });
         nginx.directives.insert("gzip".into(), vec!["on".into()]);
         nginx
             .directives

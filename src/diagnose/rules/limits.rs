@@ -1,6 +1,7 @@
-//! Configured limits: file descriptors and nginx's worker_connections.
+//! Configured limits: file descriptors and the server's own connection limit.
 
 use super::{fact, finding, logged, ramp, Ctx};
+use crate::diagnose::kinds::Knob;
 use crate::run::{Finding, Kind};
 
 pub(super) fn fd_limit(c: &Ctx) -> Option<Finding> {
@@ -44,43 +45,50 @@ pub(super) fn fd_limit(c: &Ctx) -> Option<Finding> {
         f.evidence.push(fact);
         f.explanation.push_str(&quote);
     }
-    f.fix = "raise the limit: `worker_rlimit_nofile 65535;` for nginx (and `LimitNOFILE=` in its unit), `ulimit -n` for loadlens".into();
+    f.fix = match (p, c.knob(Knob::OpenFiles)) {
+        (None, _) if own > 0 => "raise loadlens's open-files limit: `ulimit -n`".into(),
+        (_, Some(k)) => format!("raise the limit: {k}; `ulimit -n` for loadlens"),
+        (_, None) => "raise the server's open-files limit (`LimitNOFILE=` in its unit, `ulimit -n` where it starts); `ulimit -n` for loadlens".into(),
+    };
     Some(f)
 }
 
-/// nginx workers holding nearly `worker_connections` connections (each one an fd).
-pub(super) fn worker_connections_exhausted(c: &Ctx) -> Option<Finding> {
-    // "64 worker_connections are not enough, reusing connections"
-    let log = logged(c, "worker-connections-not-enough");
+/// The server at its own connection limit: nginx workers holding nearly
+/// `worker_connections` connections (each an fd), or the server saying so in its error
+/// log (nginx "worker_connections are not enough", Apache "server reached
+/// MaxRequestWorkers"). Past it the server stops accepting; connections wait in the
+/// accept queue or are dropped.
+pub(super) fn connection_limit(c: &Ctx) -> Option<Finding> {
+    let log = logged(c, "worker-connections-not-enough")
+        .or_else(|| logged(c, "max-request-workers-reached"));
     let fill = c.worker_connections_fill();
     let (w, fds, limit) = match (fill, &log) {
         (Some((w, fds, limit)), _) if fds as f64 >= 0.9 * limit as f64 || log.is_some() => {
-            (Some(w), fds, limit)
+            (Some(w), fds, Some(limit))
         }
-        (None, Some(_)) => {
-            let said = c.log("worker-connections-not-enough").map(|l| l.1)?;
-            // "64 worker_connections are not enough": the number before the name.
-            let limit = said
-                .split(" worker_connections")
-                .next()
-                .and_then(|b| b.split_whitespace().last()?.parse().ok())
-                .unwrap_or(0);
-            (None, 0, limit)
-        }
+        (None, Some(_)) => (None, 0, limit_from_log(c)),
         _ => return None,
     };
-    let conf = if log.is_some() {
-        0.95
-    } else {
-        ramp(fds as f64 / limit.max(1) as f64, 0.9, 1.0)
+    let conf = match limit {
+        _ if log.is_some() => 0.95,
+        Some(l) => ramp(fds as f64 / l.max(1) as f64, 0.9, 1.0),
+        None => 0.9,
+    };
+    let kind = c.front_kind();
+    let name = crate::diagnose::kinds::setting(kind, Knob::Connections);
+    let limit_text = match (name, limit) {
+        (Some(n), Some(l)) => format!("its {n} ({l})"),
+        (Some(n), None) => format!("its {n}"),
+        (None, Some(l)) => format!("its connection limit ({l})"),
+        (None, None) => "its connection limit".into(),
     };
     let mut f = finding(
-        "worker-connections-exhausted",
+        "connection-limit",
         Kind::Bottleneck,
         conf,
         match w {
-            Some(w) => format!("nginx worker {} at its worker_connections ({limit})", w.pid),
-            None => format!("nginx workers at their worker_connections ({limit})"),
+            Some(w) => format!("{} worker {} at {limit_text}", w.comm, w.pid),
+            None => format!("{} at {limit_text}", kind.name()),
         },
     );
     if w.is_some() {
@@ -90,22 +98,38 @@ pub(super) fn worker_connections_exhausted(c: &Ctx) -> Option<Finding> {
             "fds",
         ));
     }
-    f.evidence
-        .push(fact("worker_connections", limit as f64, "connections"));
-    f.explanation = "Each worker handles at most worker_connections connections (client and upstream together); at the limit it stops accepting (error log: \"worker_connections are not enough\") and new connections wait in the accept queue or are dropped.".into();
+    if let Some(l) = limit {
+        f.evidence.push(fact(
+            name.unwrap_or("connection limit"),
+            l as f64,
+            "connections",
+        ));
+    }
+    f.explanation = "The server serves at most a configured number of connections (or requests in progress) at once; at the limit it stops accepting, and new connections wait in the accept queue or are dropped while its CPUs may idle.".into();
     if let Some((_, fact, quote)) = log {
         f.evidence.push(fact);
         f.explanation.push_str(&quote);
     }
-    let limit = if limit == 0 {
-        "?".to_string()
-    } else {
-        limit.to_string()
+    let configured = c.ev.is_some_and(|e| e.topology.config.is_some());
+    f.fix = match (c.knob(Knob::Connections), limit) {
+        (Some(k), _) if configured => {
+            format!("raise {k} above the concurrent connections it must hold")
+        }
+        // The configuration was not read: the limit the log names stands for "now".
+        (Some(k), Some(l)) => format!("raise {k} (now {l}) above the concurrent connections it must hold"),
+        (Some(k), None) => format!("raise {k} above the concurrent connections it must hold"),
+        (None, _) => "raise the server's connection (or worker) limit above the concurrent connections it must hold".into(),
     };
-    f.fix = format!(
-        "raise `worker_connections` (now {limit}) in the events block, with `worker_rlimit_nofile` at least as high"
-    );
     Some(f)
+}
+
+/// The limit as the server's log line states it: "64 worker_connections are not
+/// enough"; Apache's line names no number.
+fn limit_from_log(c: &Ctx) -> Option<u64> {
+    let said = c.log("worker-connections-not-enough")?.1;
+    said.split(" worker_connections")
+        .next()
+        .and_then(|b| b.split_whitespace().last()?.parse().ok())
 }
 
 #[cfg(test)]
@@ -126,13 +150,16 @@ mod tests {
         assert!(fires(&run, "fd-limit"));
         set_fds(&mut run, 800);
         assert!(!fires(&run, "fd-limit"));
-        let mut cfg = crate::run::NginxConfig::default();
+        let mut cfg = crate::run::ServerConfig {
+            kind: crate::run::ServerKind::Nginx,
+            ..Default::default()
+        };
         cfg.directives
             .insert("worker_connections".into(), vec!["850".into()]);
-        run.evidence.as_mut().unwrap().topology.nginx = Some(cfg);
-        assert!(fires(&run, "worker-connections-exhausted"));
+        run.evidence.as_mut().unwrap().topology.config = Some(cfg);
+        assert!(fires(&run, "connection-limit"));
         set_fds(&mut run, 700);
-        assert!(!fires(&run, "worker-connections-exhausted"));
+        assert!(!fires(&run, "connection-limit"));
     }
 
     /// The limit reached mid-run, the last sample quiet (the load had drained): judged
@@ -140,23 +167,26 @@ mod tests {
     #[test]
     fn limits_are_judged_over_the_run_not_at_its_end() {
         let mut run = fixture("healthy-before");
-        let mut cfg = crate::run::NginxConfig::default();
+        let mut cfg = crate::run::ServerConfig {
+            kind: crate::run::ServerKind::Nginx,
+            ..Default::default()
+        };
         cfg.directives
             .insert("worker_connections".into(), vec!["512".into()]);
         let ev = run.evidence.as_mut().unwrap();
-        ev.topology.nginx = Some(cfg);
+        ev.topology.config = Some(cfg);
         for p in ev.window.processes.iter_mut() {
             p.fds = Some(12);
             p.fd_limit = Some(1024);
             p.fds_max = Some(1020);
         }
         assert!(fires(&run, "fd-limit"));
-        assert!(fires(&run, "worker-connections-exhausted"));
+        assert!(fires(&run, "connection-limit"));
         for p in run.evidence.as_mut().unwrap().window.processes.iter_mut() {
             p.fds_max = Some(100);
         }
         assert!(!fires(&run, "fd-limit"));
-        assert!(!fires(&run, "worker-connections-exhausted"));
+        assert!(!fires(&run, "connection-limit"));
     }
 
     /// The samples missed it (fds between ticks), the error log did not: the server's
@@ -194,8 +224,8 @@ mod tests {
         let found = crate::diagnose::diagnose(&run);
         let f = found
             .iter()
-            .find(|f| f.id == "worker-connections-exhausted")
-            .expect("worker-connections-exhausted");
+            .find(|f| f.id == "connection-limit")
+            .expect("connection-limit");
         // The limit is read from the message when the configuration was not.
         assert!(f.fix.contains("(now 64)"), "{}", f.fix);
     }

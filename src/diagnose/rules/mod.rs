@@ -34,7 +34,7 @@ pub(super) const ALL: &[Rule] = &[
     network::link_saturated,
     cpu::softirq_concentrated,
     limits::fd_limit,
-    limits::worker_connections_exhausted,
+    limits::connection_limit,
     cpu::server_cpu_saturated,
     cpu::worker_imbalance,
     cpu::new_connection_cost,

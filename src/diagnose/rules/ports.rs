@@ -2,6 +2,7 @@
 //! one.
 
 use super::{fact, finding, logged, ramp, Ctx};
+use crate::diagnose::kinds::Knob;
 use crate::run::{Finding, Kind};
 
 /// Size of net.ipv4.ip_local_port_range.
@@ -66,8 +67,8 @@ pub(super) fn ephemeral_ports_exhausted(c: &Ctx) -> Option<Finding> {
         f.explanation.push_str(&quote);
     }
     f.fix = format!(
-        "reuse upstream connections (`keepalive 32;` in the upstream block{}, with `proxy_http_version 1.1; proxy_set_header Connection \"\";`), and widen net.ipv4.ip_local_port_range (now {range_s}), e.g. \"10000 65535\"",
-        c.now("keepalive")
+        "reuse upstream connections ({}), and widen net.ipv4.ip_local_port_range (now {range_s}), e.g. \"10000 65535\"",
+        reuse_upstream(c)
     );
     Some(f)
 }
@@ -121,10 +122,21 @@ pub(super) fn time_wait_connect_cost(c: &Ctx) -> Option<Finding> {
         }
     }
     f.fix = format!(
-        "reuse upstream connections: `keepalive 32;`{} (and `keepalive_requests` high) in the upstream block with `proxy_http_version 1.1; proxy_set_header Connection \"\";` (FastCGI: `fastcgi_keep_conn on;`); or set net.ipv4.tcp_tw_reuse=1 (now {reuse})",
-        c.now("keepalive")
+        "reuse upstream connections: {}; or set net.ipv4.tcp_tw_reuse=1 (now {reuse})",
+        reuse_upstream(c)
     );
     Some(f)
+}
+
+/// How the front server keeps its upstream connections open, in its own words.
+fn reuse_upstream(c: &Ctx) -> String {
+    match c.knob(Knob::UpstreamReuse) {
+        Some(k) if c.front_kind() == crate::run::ServerKind::Nginx => {
+            format!("{k}{}", c.now("keepalive"))
+        }
+        Some(k) => k,
+        None => "keep-alive connections from the proxy to its upstream".into(),
+    }
 }
 
 #[cfg(test)]

@@ -13,12 +13,13 @@ pub(super) fn event_loop_stall(c: &Ctx) -> Option<Finding> {
     }
     // A worker out of fds or connections stops accepting while it serves what it
     // holds: new connections wait in the accept queue and fail — slow requests, but a
-    // limit (fd-limit, worker-connections-exhausted), not a stopped loop.
+    // limit (fd-limit, connection-limit), not a stopped loop.
     if c.fd_fill().is_some_and(|(_, f)| f >= 0.9)
         || c.worker_connections_fill()
             .is_some_and(|(_, fds, limit)| fds as f64 >= 0.9 * limit as f64)
         || c.log("too-many-open-files").is_some()
         || c.log("worker-connections-not-enough").is_some()
+        || c.log("max-request-workers-reached").is_some()
     {
         return None;
     }

@@ -1,7 +1,7 @@
 //! Upstreams behind a proxy (php-fpm, a backend) as the limit.
 
 use super::{fact, finding, logged, ramp, Ctx};
-use crate::run::{Finding, Kind};
+use crate::run::{Finding, Kind, ServerKind};
 
 /// An upstream behind the front (php-fpm, a backend) is the limit when requests wait
 /// in its accept queue (TCP or unix, e.g. php-fpm's socket) and either the front fails
@@ -52,7 +52,7 @@ pub(super) fn upstream_saturated(c: &Ctx) -> Option<Finding> {
         e.topology
             .processes
             .iter()
-            .find(|p| p.comm.starts_with("php-fpm"))
+            .find(|p| p.kind == ServerKind::PhpFpm)
             .map(|p| p.comm.clone())
     });
     let workers = ups.iter().filter(|p| p.role == "worker").count();
@@ -104,9 +104,11 @@ pub(super) fn upstream_saturated(c: &Ctx) -> Option<Finding> {
         f.evidence.push(fact);
         f.explanation.push_str(&quote);
     }
-    let php = upstream_comm
-        .as_deref()
-        .is_some_and(|c| c.starts_with("php-fpm"));
+    let php = c.upstream_kind() == ServerKind::PhpFpm
+        || e.topology
+            .processes
+            .iter()
+            .any(|p| p.kind == ServerKind::PhpFpm);
     f.fix = if php || max_children.is_some() {
         // "server reached pm.max_children setting (5), consider raising it"
         let now = c
