@@ -18,6 +18,11 @@ want prlimit util-linux
 # The HTML report is opened in a real browser by its test.
 [ "$what" = test ] && want chromium chromium
 ls /usr/sbin/php-fpm* >/dev/null 2>&1 || need+=(php-fpm)
+# The lab's servers other than nginx (apache-workers, haproxy-maxconn).
+if [ "$what" != bench ]; then
+  [ -x /usr/sbin/apache2 ] || need+=(apache2)
+  [ -x /usr/sbin/haproxy ] || need+=(haproxy)
+fi
 if [ "$what" = bench ]; then
   want wrk wrk
   want ab apache2-utils
@@ -36,6 +41,7 @@ if [ ${#need[@]} -gt 0 ]; then
   if command -v systemctl >/dev/null 2>&1; then
     systemctl disable --now nginx >/dev/null 2>&1 || true
     systemctl disable --now 'php*-fpm' >/dev/null 2>&1 || true
+    systemctl disable --now apache2 haproxy >/dev/null 2>&1 || true
   fi
 fi
 

@@ -72,6 +72,8 @@ fn expected(name: &str) -> &'static str {
         "worker-connections" => "connection-limit",
         "php-fpm-socket" => "upstream-saturated",
         "gzip-cpu" => "server-cpu-saturated",
+        "apache-workers" => "connection-limit",
+        "haproxy-maxconn" => "listen-queue-overflow",
         other => panic!("no expectation for {other}"),
     }
 }
@@ -603,7 +605,7 @@ fn fd_limit() {
 fn worker_connections() {
     let (before, after) = lab("worker-connections", "2s");
     assert_eq!(
-        before["evidence"]["topology"]["nginx"]["directives"]["worker_connections"][0],
+        before["evidence"]["topology"]["config"]["directives"]["worker_connections"][0],
         "64"
     );
     // nginx closes connections to reuse them ("worker_connections are not enough").
@@ -687,4 +689,63 @@ fn gzip_cpu() {
         rps(&before),
         rps(&after)
     );
+}
+
+/// The kind of the front's processes and the fix of the first bottleneck.
+fn front_kind_and_fix(run: &Value) -> (String, String) {
+    let kind = run["evidence"]["topology"]["processes"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|p| p["tier"] == "front")
+        .map(|p| p["kind"].as_str().unwrap().to_string())
+        .unwrap_or_default();
+    (
+        kind,
+        run["findings"][0]["fix"].as_str().unwrap().to_string(),
+    )
+}
+
+#[test]
+fn apache_workers() {
+    let (before, after) = lab("apache-workers", "3s");
+    let (kind, fix) = front_kind_and_fix(&before);
+    assert_eq!(kind, "apache");
+    // Apache's own directive, its value read from Apache's own configuration.
+    assert!(fix.contains("`MaxRequestWorkers 4`"), "{fix}");
+    assert!(!fix.contains("worker_connections"), "{fix}");
+    assert!(logged(&before, "max-request-workers-reached") > 0);
+    assert_eq!(logged(&after, "max-request-workers-reached"), 0);
+    // Connections waited to be accepted before, not after.
+    let queue = |r: &Value| {
+        r["evidence"]["window"]["listen_queues"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|q| q["max_queue"].as_u64().unwrap())
+            .max()
+            .unwrap_or(0)
+    };
+    assert!(queue(&before) >= 50, "accept queue {}", queue(&before));
+    assert!(queue(&after) < 10, "accept queue {}", queue(&after));
+    assert!(rps(&after) > rps(&before));
+}
+
+#[test]
+fn haproxy_maxconn() {
+    let (before, after) = lab("haproxy-maxconn", "3s");
+    let (kind, fix) = front_kind_and_fix(&before);
+    assert_eq!(kind, "haproxy");
+    assert!(fix.contains("maxconn global: 20"), "{fix}");
+    assert!(!fix.contains("nginx"), "{fix}");
+    assert!(counter(&before, "TcpExt.ListenOverflows") >= 10);
+    assert_eq!(counter(&after, "TcpExt.ListenOverflows"), 0);
+    // The nginx behind HAProxy was found from HAProxy's `server` line and watched as
+    // its upstream.
+    let upstream_nginx = before["evidence"]["topology"]["processes"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .any(|p| p["tier"] == "upstream" && p["kind"] == "nginx");
+    assert!(upstream_nginx, "{}", before["evidence"]["topology"]);
 }

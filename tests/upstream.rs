@@ -33,7 +33,7 @@ fn php_fpm_on_a_unix_socket_is_found_from_nginx_config_and_named() {
     );
     let sock = php.socket().to_string();
     assert!(
-        topo["nginx"]["upstreams"][0]
+        topo["config"]["upstreams"][0]
             .as_str()
             .unwrap()
             .ends_with("php.sock"),

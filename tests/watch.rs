@@ -42,9 +42,9 @@ fn discovers_nginx_by_port_and_reads_its_counters() {
     let l = &topo["listeners"][0];
     assert_eq!(l["backlog"], 77, "{l}");
     // nginx's running configuration, read with `nginx -T` as the master was started.
-    let listen = topo["nginx"]["directives"]["listen"][0].as_str().unwrap();
+    let listen = topo["config"]["directives"]["listen"][0].as_str().unwrap();
     assert!(listen.ends_with("backlog=77"), "{listen}");
-    assert_eq!(topo["nginx"]["directives"]["worker_processes"][0], "1");
+    assert_eq!(topo["config"]["directives"]["worker_processes"][0], "1");
 
     // The kernel accepted at least as many connections as loadlens opened.
     let opened = u(&run, "results.connections_opened");

@@ -77,7 +77,8 @@ pub fn setting(kind: ServerKind, knob: Knob) -> Option<&'static str> {
         (Apache, Connections) => "MaxRequestWorkers",
         (Apache, Backlog) => "ListenBacklog",
         (Haproxy, Workers) => "nbthread",
-        (Haproxy, Connections | Backlog) => "maxconn",
+        (Haproxy, Connections) => "maxconn",
+        (Haproxy, Backlog) => "backlog",
         _ => return None,
     })
 }

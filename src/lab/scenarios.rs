@@ -464,6 +464,9 @@ pub fn all() -> Vec<Scenario> {
             },
         },
     ]
+    .into_iter()
+    .chain(super::other_servers::scenarios())
+    .collect()
 }
 
 /// nginx as a reverse proxy to an upstream nginx on loopback in the server namespace,

@@ -62,17 +62,23 @@ pub(super) fn connection_limit(c: &Ctx) -> Option<Finding> {
     let log = logged(c, "worker-connections-not-enough")
         .or_else(|| logged(c, "max-request-workers-reached"));
     let fill = c.worker_connections_fill();
+    let waiting = waiting_to_be_accepted(c);
     let (w, fds, limit) = match (fill, &log) {
         (Some((w, fds, limit)), _) if fds as f64 >= 0.9 * limit as f64 || log.is_some() => {
             (Some(w), fds, Some(limit))
         }
         (None, Some(_)) => (None, 0, limit_from_log(c)),
+        _ if waiting.is_some() => (None, 0, None),
         _ => return None,
     };
-    let conf = match limit {
+    let conf = match (limit, waiting) {
         _ if log.is_some() => 0.95,
-        Some(l) => ramp(fds as f64 / l.max(1) as f64, 0.9, 1.0),
-        None => 0.9,
+        (Some(l), _) => ramp(fds as f64 / l.max(1) as f64, 0.9, 1.0),
+        // Only the queue says it: a limit of some kind, not which.
+        (None, Some(q)) => {
+            ramp(q.samples_queued as f64 / q.samples.max(1) as f64, 0.5, 1.0).min(0.8)
+        }
+        (None, None) => 0.9,
     };
     let kind = c.front_kind();
     let name = crate::diagnose::kinds::setting(kind, Knob::Connections);
@@ -105,6 +111,16 @@ pub(super) fn connection_limit(c: &Ctx) -> Option<Finding> {
             "connections",
         ));
     }
+    if let Some(q) = waiting {
+        f.evidence.extend([
+            fact("accept queue max", q.max_queue as f64, "connections"),
+            fact(
+                "samples with connections waiting to be accepted",
+                (q.samples_queued as f64 / q.samples.max(1) as f64 * 100.0).round(),
+                "%",
+            ),
+        ]);
+    }
     f.explanation = "The server serves at most a configured number of connections (or requests in progress) at once; at the limit it stops accepting, and new connections wait in the accept queue or are dropped while its CPUs may idle.".into();
     if let Some((_, fact, quote)) = log {
         f.evidence.push(fact);
@@ -121,6 +137,29 @@ pub(super) fn connection_limit(c: &Ctx) -> Option<Finding> {
         (None, _) => "raise the server's connection (or worker) limit above the concurrent connections it must hold".into(),
     };
     Some(f)
+}
+
+/// The front's listen socket holding connections the server did not accept, in most
+/// samples, while its workers had CPU to spare and the queue did not overflow (that is
+/// listen-queue-overflow's finding): the server stopped accepting at a limit.
+fn waiting_to_be_accepted<'a>(c: &Ctx<'a>) -> Option<&'a crate::run::QueueMax> {
+    if c.counter("TcpExt.ListenOverflows") >= 10 {
+        return None;
+    }
+    let port = c.run.target_addr.rsplit(':').next().unwrap_or("");
+    let q = c
+        .ev?
+        .window
+        .listen_queues
+        .iter()
+        .filter(|q| q.port_is_tcp() && q.addr.ends_with(&format!(":{port}")))
+        .max_by_key(|q| q.max_queue)?;
+    let busy = c.front_workers().iter().any(|p| {
+        let cores = p.threads.clamp(1, c.server_cpus() as u64) as f64;
+        (p.cpu_pct + p.run_delay_ms_per_s.unwrap_or(0.0) / 10.0) / cores >= 80.0
+    });
+    let queued = q.samples_queued * 2 >= q.samples.max(1) && q.max_queue >= 10;
+    (queued && !busy).then_some(q)
 }
 
 /// The limit as the server's log line states it: "64 worker_connections are not
@@ -228,5 +267,63 @@ mod tests {
             .expect("connection-limit");
         // The limit is read from the message when the configuration was not.
         assert!(f.fix.contains("(now 64)"), "{}", f.fix);
+    }
+
+    /// Apache says it reached MaxRequestWorkers: the fix names Apache's directive with
+    /// its value; the same Run from a server loadlens does not know (no kind, no
+    /// config, no log) still gets the finding, from the queue that would not drain,
+    /// with a generic fix.
+    #[test]
+    fn a_connection_limit_in_the_servers_own_words_or_generic() {
+        use crate::run::ServerKind;
+        let run = fixture("apache-workers-before");
+        let found = crate::diagnose::diagnose(&run);
+        let f = found.iter().find(|f| f.id == "connection-limit").unwrap();
+        assert!(f.fix.contains("`MaxRequestWorkers 4`"), "{}", f.fix);
+        assert!(
+            f.title.starts_with("Apache at its MaxRequestWorkers"),
+            "{}",
+            f.title
+        );
+
+        let mut run = run;
+        let ev = run.evidence.as_mut().unwrap();
+        ev.logs.clear();
+        ev.topology.config = None;
+        ev.topology
+            .processes
+            .iter_mut()
+            .for_each(|p| p.kind = ServerKind::Unknown);
+        ev.window
+            .processes
+            .iter_mut()
+            .for_each(|p| p.kind = ServerKind::Unknown);
+        let found = crate::diagnose::diagnose(&run);
+        let f = found
+            .iter()
+            .find(|f| f.id == "connection-limit")
+            .expect("generic connection-limit");
+        assert!(
+            f.fix.starts_with("raise the server's connection"),
+            "{}",
+            f.fix
+        );
+        assert!(f
+            .evidence
+            .iter()
+            .any(|e| e.name == "accept queue max" && e.value >= 50.0));
+        assert!(f.confidence <= 0.8);
+
+        // HAProxy's overflowing queue: its fix is HAProxy's, never nginx's.
+        let found = crate::diagnose::diagnose(&fixture("haproxy-maxconn-before"));
+        let f = found
+            .iter()
+            .find(|f| f.id == "listen-queue-overflow")
+            .unwrap();
+        assert!(
+            f.fix.contains("`maxconn global: 20`") && !f.fix.contains("nginx"),
+            "{}",
+            f.fix
+        );
     }
 }
