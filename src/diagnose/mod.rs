@@ -319,6 +319,22 @@ impl<'a> Ctx<'a> {
         Some((w, w.fds_peak()?, limit))
     }
 
+    /// The CPUs both loadlens and the server may run on (their affinity masks
+    /// intersected): empty when they are kept apart, `None` when either is unknown.
+    pub fn shared_cpus(&self) -> Option<Vec<u32>> {
+        let h = &self.ev?.host;
+        if h.loadgen_cpus.is_empty() || h.server_cpus.is_empty() {
+            return None;
+        }
+        Some(
+            h.loadgen_cpus
+                .iter()
+                .filter(|c| h.server_cpus.contains(c))
+                .copied()
+                .collect(),
+        )
+    }
+
     /// The CPUs the server may use: its workers' affinity where known, else every
     /// online CPU.
     pub fn server_cpus(&self) -> u32 {

@@ -55,7 +55,7 @@ pub(super) fn client_saturated(c: &Ctx) -> Option<Finding> {
             "waited for a CPU a large part of the time,"
         },
         if others.is_empty() {
-            if kind == Kind::Warning {
+            if kind == Kind::Warning && c.shared_cpus().is_none_or(|s| !s.is_empty()) {
                 " They competed with the server for the same CPUs.".to_string()
             } else {
                 String::new()

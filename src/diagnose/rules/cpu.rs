@@ -39,8 +39,24 @@ pub(super) fn run_queue_delay(c: &Ctx) -> Option<Finding> {
             "/s",
         ),
     ];
+    let shared = c.shared_cpus();
+    let sharing = shared.as_ref().is_none_or(|s| !s.is_empty());
     f.explanation = if others.is_empty() {
-        "The worker was runnable but waiting for a CPU a large part of the time: on this machine the load generator, softirq work and the server share the CPUs, so every request waits in a run queue too.".into()
+        format!(
+            "The worker was runnable but waiting for a CPU a large part of the time: {}, so every request waits in a run queue too.",
+            match &shared {
+                Some(s) if !s.is_empty() => format!(
+                    "the load generator and the server share {} of the server's {} CPUs (with the softirq work of their traffic)",
+                    s.len(),
+                    c.server_cpus()
+                ),
+                Some(_) => format!(
+                    "the server's {} CPUs have more runnable threads than they can run (the load generator runs on other CPUs)",
+                    c.server_cpus()
+                ),
+                None => "the CPUs it may use are over-committed".into(),
+            }
+        )
     } else {
         format!(
             "The worker was runnable but waiting for its CPU while another process ran there: {}. Every request it handles waits too, which shows in p99 and max latency.",
@@ -48,8 +64,10 @@ pub(super) fn run_queue_delay(c: &Ctx) -> Option<Finding> {
         )
     };
     let pin = c.knob(Knob::Affinity).unwrap_or_else(|| "taskset".into());
-    f.fix = if others.is_empty() {
+    f.fix = if others.is_empty() && sharing {
         format!("give the server its own CPUs ({pin}, taskset the load generator elsewhere, or load from another machine)")
+    } else if others.is_empty() {
+        format!("fewer runnable threads on the server's CPUs (its workers and what else runs there, {pin}), or more CPUs for it")
     } else {
         format!(
             "move the other work off CPU {} (taskset), lower its priority (`nice`, `chrt --idle`), or pin the server's workers elsewhere ({pin})",
