@@ -85,6 +85,18 @@ pub(super) fn time_wait_connect_cost(c: &Ctx) -> Option<Finding> {
     if (active as f64) < 0.5 * responses as f64 || tw < 1000 || reuse == "1" {
         return None;
     }
+    // A front that passes only to unix sockets (php-fpm's) opens no TCP connection
+    // upstream: the machine's TCP opens and TIME_WAIT are someone else's.
+    let ups = c
+        .ev?
+        .topology
+        .config
+        .as_ref()
+        .map(|cfg| cfg.upstreams.as_slice())
+        .unwrap_or(&[]);
+    if !ups.is_empty() && ups.iter().all(|u| u.starts_with("unix:")) {
+        return None;
+    }
     let sys = c
         .front_workers()
         .iter()
@@ -160,5 +172,22 @@ mod tests {
         let mut run = fixture("ephemeral-ports-before");
         run.evidence.as_mut().unwrap().window.time_wait_max = 30;
         assert!(!fires(&run, "ephemeral-ports-exhausted"));
+    }
+
+    /// A front that passes only to a unix socket opens no TCP connection upstream:
+    /// TCP opens and TIME_WAIT from elsewhere on the machine are not its cost.
+    #[test]
+    fn unix_socket_upstreams_open_no_tcp_connections() {
+        let mut run = fixture("time-wait-before");
+        assert!(fires(&run, "time-wait-connect-cost"));
+        let cfg = run
+            .evidence
+            .as_mut()
+            .unwrap()
+            .topology
+            .config
+            .get_or_insert_with(Default::default);
+        cfg.upstreams = vec!["unix:/run/php/php8.2-fpm.sock".into()];
+        assert!(!fires(&run, "time-wait-connect-cost"));
     }
 }
