@@ -244,6 +244,16 @@ pub struct QueueMax {
 }
 
 impl ProcRates {
+    /// How a title names it: "nginx worker 4122", or "gosrv 812" for a server that is
+    /// one process.
+    pub fn label(&self) -> String {
+        if self.role == "worker" {
+            format!("{} worker {}", self.comm, self.pid)
+        } else {
+            format!("{} {}", self.comm, self.pid)
+        }
+    }
+
     /// Whether it serves the URL (the front), or is in a Run recorded before tiers.
     pub fn is_front(&self) -> bool {
         self.tier != "upstream"

@@ -32,10 +32,7 @@ pub(super) fn small_proxy_buffers(c: &Ctx) -> Option<Finding> {
         "small-proxy-buffers",
         Kind::Bottleneck,
         ramp(size / bpr, 4.0, 16.0),
-        format!(
-            "{} worker {} reads responses in small pieces",
-            w.comm, w.pid
-        ),
+        format!("{} reads responses in small pieces", w.label()),
     );
     f.evidence = vec![
         fact("response size", size, "bytes"),

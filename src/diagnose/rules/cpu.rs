@@ -28,7 +28,7 @@ pub(super) fn run_queue_delay(c: &Ctx) -> Option<Finding> {
         "run-queue-delay",
         kind,
         ramp(delay, 100.0, 500.0),
-        format!("{} worker {} waits for CPU {}", w.comm, w.pid, w.last_cpu),
+        format!("{} waits for CPU {}", w.label(), w.last_cpu),
     );
     f.evidence = vec![
         fact("worker run-queue delay", delay, "ms/s"),
@@ -63,9 +63,11 @@ pub(super) fn run_queue_delay(c: &Ctx) -> Option<Finding> {
             others.join(", ")
         )
     };
-    let pin = c.knob(Knob::Affinity).unwrap_or_else(|| "taskset".into());
+    let pin = c
+        .knob(Knob::Affinity)
+        .unwrap_or_else(|| "`taskset` on the server".into());
     f.fix = if others.is_empty() && sharing {
-        format!("give the server its own CPUs ({pin}, taskset the load generator elsewhere, or load from another machine)")
+        format!("give the server its own CPUs ({pin}, `taskset` the load generator elsewhere, or load from another machine)")
     } else if others.is_empty() {
         format!("fewer runnable threads on the server's CPUs (its workers and what else runs there, {pin}), or more CPUs for it")
     } else {

@@ -93,7 +93,7 @@ pub(super) fn connection_limit(c: &Ctx) -> Option<Finding> {
         Kind::Bottleneck,
         conf,
         match w {
-            Some(w) => format!("{} worker {} at {limit_text}", w.comm, w.pid),
+            Some(w) => format!("{} at {limit_text}", w.label()),
             None => format!("{} at {limit_text}", kind.name()),
         },
     );
