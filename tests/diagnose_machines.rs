@@ -69,7 +69,7 @@ fn run_queue_text_says_whether_the_client_shares_the_cpus() {
         f.explanation
     );
     assert!(
-        f.fix.contains("taskset the load generator elsewhere"),
+        f.fix.contains("`taskset` the load generator elsewhere"),
         "{}",
         f.fix
     );
