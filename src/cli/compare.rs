@@ -60,7 +60,12 @@ pub fn cmd(a: CompareArgs) -> anyhow::Result<ExitCode> {
     let mut outputs: Vec<Output<Comparison>> = Vec::new();
     let text = json != Some(Dest::Stdout);
     outputs.extend(json.map(|d| Output::new(Json, d)));
-    outputs.extend(report::html_output(a.html.as_deref())?);
+    if let Some(p) = &a.html {
+        let d = Dest::File(p.clone());
+        d.check("HTML")?;
+        let runs = runs.into_iter().map(|(_, r)| r).collect();
+        outputs.push(Output::new(report::html::CompareHtml { runs }, d));
+    }
     if text {
         outputs.push(Output::new(CompareText, Dest::Stdout));
     }

@@ -7,10 +7,14 @@
 
 use std::fmt::Write;
 
+mod compare;
+mod sweep;
+
 use super::chart::{esc, lines, Series, XAxis};
 use super::View;
 use crate::run::{Kind, Run};
 use crate::units::{fmt_bytes, fmt_us};
+pub use compare::CompareHtml;
 
 /// The HTML view.
 pub struct Html;
@@ -26,10 +30,23 @@ table{border-collapse:collapse}td,th{padding:2px 10px;text-align:right;border-bo
 td:last-child,th:last-child{text-align:left}pre{background:#f6f6f6;padding:10px;overflow-x:auto;font-size:12px}
 .chart{width:100%;height:auto;margin:6px 0}.ct{font-weight:600;font-size:13px}.grid{stroke:#e5e5e5}
 .yl{font-size:11px;text-anchor:end;fill:#555}.xl{font-size:11px;text-anchor:middle;fill:#555}.lg{font-size:11px;fill:#333}
-details{margin:8px 0}summary{cursor:pointer}
+details{margin:8px 0}summary{cursor:pointer}th[title]{cursor:pointer}
+.heat td{text-align:center;border:2px solid #fff}td[style]{color:#000}.heat th{text-align:center}
 @media (prefers-color-scheme:dark){body{background:#141414;color:#ddd}.f,pre{background:#1e1e1e}
-.kpi div{border-color:#444}.sub,.f .id{color:#999}.grid{stroke:#333}.yl,.xl,.lg,.ct{fill:#ccc}td,th{border-color:#333}}
+.kpi div{border-color:#444}.sub,.f .id{color:#999}.grid{stroke:#333}.yl,.xl,.lg,.ct{fill:#ccc}td,th{border-color:#333}.heat td{border-color:#141414}}
 @media print{body{max-width:none;margin:0}.f{break-inside:avoid}.chart{break-inside:avoid}}";
+
+/// Sorts a `table.sort` by the column whose header is clicked (again: the other way).
+/// Cells compare by `data-v` when they have one (a number behind a formatted value like
+/// `1.20ms`), else as numbers when both parse, else as text.
+const SCRIPT: &str = "<script>document.querySelectorAll('table.sort').forEach(function(t){\
+t.querySelectorAll('thead th').forEach(function(h,i){h.title='click to sort';h.onclick=function(){\
+var b=t.tBodies[0],d=h.dataset.d==='1'?-1:1;h.dataset.d=d===1?'1':'-1';\
+var v=function(r){var c=r.cells[i];if(!c)return '';var s=c.dataset.v!==undefined?c.dataset.v:c.textContent.trim();\
+var n=Number(s.replace(/[,%+]/g,''));return s!==''&&!isNaN(n)?n:s;};\
+Array.prototype.slice.call(b.rows).sort(function(p,q){var x=v(p),y=v(q);\
+return (typeof x==='number'&&typeof y==='number'?x-y:String(x).localeCompare(String(y)))*d;})\
+.forEach(function(r){b.appendChild(r);});};});});</script>";
 
 impl View<Run> for Html {
     fn render(&self, run: &Run) -> Vec<u8> {
@@ -107,11 +124,12 @@ pub fn page(run: &Run) -> String {
     timeline(&mut o, run);
     spectrum(&mut o, run);
     machine(&mut o, run);
+    tcp_counters(&mut o, run);
     nginx_config(&mut o, run);
     profile(&mut o, run);
     let _ = writeln!(
         o,
-        "<h2>The terminal report</h2><pre>{}</pre></body></html>",
+        "<h2>The terminal report</h2><pre>{}</pre>{SCRIPT}</body></html>",
         esc(&super::terminal::render(run, true))
     );
     o
@@ -172,7 +190,7 @@ fn timeline(o: &mut String, run: &Run) {
             Series {
                 name: "responses/s",
                 color: "#0072b2",
-                points: rate(|s| s.responses as f64),
+                points: per_second(run),
             },
             Series {
                 name: "errors/s",
@@ -211,21 +229,39 @@ fn timeline(o: &mut String, run: &Run) {
     ));
 }
 
-/// The latency spectrum from the whole-run histogram (HdrHistogram's plot).
-fn spectrum(o: &mut String, run: &Run) {
-    let l = &run.results.latency;
-    let Ok(h) = l.decode() else { return };
+/// The latency spectrum of the whole-run histogram: (percentile, ms) on HdrHistogram's
+/// percentile axis; empty when the Run has no latency.
+fn spectrum_points(run: &Run) -> Vec<(f64, f64)> {
+    let Ok(h) = run.results.latency.decode() else {
+        return Vec::new();
+    };
     if h.is_empty() {
-        return;
+        return Vec::new();
     }
     let qs = [
         0.0, 10.0, 25.0, 50.0, 75.0, 90.0, 95.0, 97.5, 99.0, 99.5, 99.75, 99.9, 99.95, 99.975,
         99.99, 99.995, 99.999, 99.9999,
     ];
-    let points: Vec<(f64, f64)> = qs
-        .iter()
+    qs.iter()
         .map(|&q| (q, h.value_at_quantile(q / 100.0) as f64 / 1000.0))
-        .collect();
+        .collect()
+}
+
+/// Responses per second, second by second.
+fn per_second(run: &Run) -> Vec<(f64, f64)> {
+    run.results
+        .timeline
+        .iter()
+        .map(|s| (s.t_s as f64, s.responses as f64 / s.duration_s.max(1e-9)))
+        .collect()
+}
+
+/// The latency spectrum from the whole-run histogram (HdrHistogram's plot).
+fn spectrum(o: &mut String, run: &Run) {
+    let points = spectrum_points(run);
+    if points.is_empty() {
+        return;
+    }
     o.push_str("<h2>Latency spectrum</h2>");
     o.push_str(&lines(
         "latency by percentile (whole run)",
@@ -424,7 +460,7 @@ fn nginx_config(o: &mut String, run: &Run) {
     };
     let _ = write!(
         o,
-        "<details><summary>nginx configuration read ({}): {} directives</summary><table>",
+        "<details><summary>nginx configuration read ({}): {} directives</summary><table class=\"sort\"><thead><tr><th>directive</th><th>values</th></tr></thead><tbody>",
         esc(&cfg.conf),
         cfg.directives.len()
     );
@@ -436,7 +472,7 @@ fn nginx_config(o: &mut String, run: &Run) {
             esc(&v.join(" | "))
         );
     }
-    o.push_str("</table></details>");
+    o.push_str("</tbody></table></details>");
 }
 
 fn profile(o: &mut String, run: &Run) {
@@ -446,7 +482,7 @@ fn profile(o: &mut String, run: &Run) {
     let Some(top) = &p.top else { return };
     let _ = write!(
         o,
-        "<h2>Where the server's CPU went</h2><p>Worker {}: {} samples at {} Hz; kernel {:.0}%, user {:.0}%.</p><table><tr><th>self</th><th>total</th><th>where</th><th>function</th></tr>",
+        "<h2>Where the server's CPU went</h2><p>Worker {}: {} samples at {} Hz; kernel {:.0}%, user {:.0}%.</p><table class=\"sort\"><thead><tr><th>self</th><th>total</th><th>where</th><th>function</th></tr></thead><tbody>",
         top.pid, top.samples, p.frequency_hz, top.kernel_pct, top.user_pct
     );
     for f in top.functions.iter().take(15) {
@@ -459,10 +495,10 @@ fn profile(o: &mut String, run: &Run) {
             esc(&f.name)
         );
     }
-    o.push_str("</table>");
+    o.push_str("</tbody></table>");
     // The flame graph itself, inline (inferno's SVG; as an image its search is off:
     // `--flamegraph FILE.svg` gives the interactive one).
-    if let Ok(svg) = super::flamegraph::svg(run) {
+    if let Ok(svg) = super::flamegraph::inline_svg(run) {
         use base64::Engine;
         let _ = write!(
             o,
@@ -472,79 +508,74 @@ fn profile(o: &mut String, run: &Run) {
     }
 }
 
-/// A page around `body` (HTML), with the report's style.
+/// A page around `body` (HTML), with the report's style and script.
 fn wrap(title: &str, body: &str) -> String {
     format!(
-        "<!DOCTYPE html><html lang=\"en\"><head><meta charset=\"utf-8\"><meta name=\"viewport\" content=\"width=device-width\"><title>loadlens: {t}</title><style>{STYLE}</style></head><body><h1>{t}</h1>{body}</body></html>\n",
+        "<!DOCTYPE html><html lang=\"en\"><head><meta charset=\"utf-8\"><meta name=\"viewport\" content=\"width=device-width\"><title>loadlens: {t}</title><style>{STYLE}</style></head><body><h1>{t}</h1>{body}{SCRIPT}</body></html>\n",
         t = esc(title)
     )
 }
 
-impl View<crate::run::Comparison> for Html {
-    fn render(&self, c: &crate::run::Comparison) -> Vec<u8> {
-        let text = super::compare::CompareText.render(c);
-        wrap(
-            "loadlens compare",
-            &format!("<pre>{}</pre>", esc(&String::from_utf8_lossy(&text))),
-        )
-        .into_bytes()
-    }
-}
-
-impl View<crate::run::Sweep> for Html {
-    fn render(&self, s: &crate::run::Sweep) -> Vec<u8> {
-        let mut body = String::new();
-        if let Some(c) = &s.ceiling {
-            // The rate → latency curve: where p99 leaves p50 behind is the knee.
-            let pts = |f: fn(&crate::run::Step) -> u64| -> Vec<(f64, f64)> {
-                c.steps
+/// The TCP counters that moved during the run, per second over the run (the sampler's
+/// series), labelled as the terminal labels them; a list of every counter's change below.
+fn tcp_counters(o: &mut String, run: &Run) {
+    let Some(e) = &run.evidence else { return };
+    let moved = |opens: bool| -> Vec<&(&str, &str)> {
+        super::during::TCP_SHOWN
+            .iter()
+            .filter(|(k, _)| k.ends_with("Opens") == opens)
+            .filter(|(k, _)| e.window.counters.get(*k).is_some_and(|d| *d > 0))
+            .filter(|(k, _)| e.samples.iter().any(|s| s.tcp_per_s.contains_key(*k)))
+            .take(8)
+            .collect()
+    };
+    const COLORS: [&str; 8] = [
+        "#c0392b", "#e69f00", "#009e73", "#cc79a7", "#56b4e9", "#d55e00", "#0072b2", "#000",
+    ];
+    let series = |shown: Vec<&(&'static str, &'static str)>| -> Vec<Series<'static>> {
+        shown
+            .iter()
+            .enumerate()
+            .map(|(i, (k, label))| Series {
+                name: label,
+                color: COLORS[i],
+                points: e
+                    .samples
                     .iter()
-                    .map(|st| (st.rate, f(st) as f64 / 1000.0))
-                    .collect()
-            };
-            body.push_str(&lines(
-                &format!(
-                    "latency by scheduled rate (requests/s); objective {}",
-                    c.slo
-                ),
-                "ms",
-                XAxis::Linear("/s"),
-                &[
-                    Series {
-                        name: "p50",
-                        color: "#009e73",
-                        points: pts(|st| st.p50_us),
-                    },
-                    Series {
-                        name: "p99",
-                        color: "#e69f00",
-                        points: pts(|st| st.p99_us),
-                    },
-                ],
-            ));
-        } else {
-            let pts: Vec<(f64, f64)> = s
-                .cells
-                .iter()
-                .enumerate()
-                .map(|(i, c)| (i as f64, c.run.results.requests_per_s))
-                .collect();
-            body.push_str(&lines(
-                "requests/s by cell (in the table's order)",
-                "",
-                XAxis::Linear(""),
-                &[Series {
-                    name: "requests/s",
-                    color: "#0072b2",
-                    points: pts,
-                }],
-            ));
-        }
-        let text = super::sweep::SweepText.render(s);
-        body.push_str(&format!(
-            "<pre>{}</pre>",
-            esc(&String::from_utf8_lossy(&text))
-        ));
-        wrap("loadlens sweep", &body).into_bytes()
+                    .filter_map(|s| Some((s.t_s, *s.tcp_per_s.get(*k)?)))
+                    .collect(),
+            })
+            .collect()
+    };
+    // Trouble (drops, retransmits, resets) apart from the opens, which would dwarf it.
+    let chart = lines(
+        "TCP trouble counters that moved, per second",
+        "/s",
+        XAxis::Linear("s"),
+        &series(moved(false)),
+    ) + &lines(
+        "TCP connections opened and accepted, per second",
+        "/s",
+        XAxis::Linear("s"),
+        &series(moved(true)),
+    );
+    o.push_str("<h2>TCP counters</h2>");
+    o.push_str(&chart);
+    let _ = write!(
+        o,
+        "<details><summary>every counter that moved over the {:.1} s window: {}</summary><table class=\"sort\"><thead><tr><th>counter</th><th>change</th><th>per second</th></tr></thead><tbody>",
+        e.window.duration_s,
+        e.window.counters.len()
+    );
+    for (k, d) in &e.window.counters {
+        let r = *d as f64 / e.window.duration_s.max(1e-9);
+        let _ = write!(
+            o,
+            "<tr><td>{}</td><td data-v=\"{d}\">{}</td><td data-v=\"{r:.3}\">{}</td></tr>",
+            esc(k),
+            esc(&super::findings::fmt_num(*d as f64)),
+            esc(&crate::units::fmt_count(r)),
+        );
     }
+    o.push_str("</tbody></table></details>");
 }
