@@ -243,6 +243,7 @@ fn results_from(
         connections_opened: s.connections,
         in_flight_at_end: s.in_flight,
         keepalive_closed: s.keepalive_closed,
+        unsolicited: s.unsolicited,
         requests_per_connection: spec.connreqs,
         latency: LatencySummary::from_histogram(&s.latency, spec.rate.is_some()),
         connect_time: LatencySummary::from_histogram(&s.connect_time, false),
