@@ -170,6 +170,25 @@ impl Spec {
 
     /// Parses and resolves the URL.
     pub fn target(&self) -> Result<Target, SpecError> {
+        let mut t = self.parse_url()?;
+        t.addrs = (t.host.as_str(), t.port)
+            .to_socket_addrs()
+            .map_err(|e| SpecError::Resolve {
+                host: t.host.clone(),
+                reason: e.to_string(),
+            })?
+            .collect();
+        if t.addrs.is_empty() {
+            return Err(SpecError::Resolve {
+                host: t.host,
+                reason: "no addresses".into(),
+            });
+        }
+        Ok(t)
+    }
+
+    /// Parses the URL (no I/O): the target with no addresses yet.
+    pub fn parse_url(&self) -> Result<Target, SpecError> {
         let url = url::Url::parse(&self.url).map_err(|e| SpecError::Url {
             url: self.url.clone(),
             reason: e.to_string(),
@@ -203,25 +222,12 @@ impl Spec {
             path.push('?');
             path.push_str(q);
         }
-        let addrs: Vec<SocketAddr> = (host.as_str(), port)
-            .to_socket_addrs()
-            .map_err(|e| SpecError::Resolve {
-                host: host.clone(),
-                reason: e.to_string(),
-            })?
-            .collect();
-        if addrs.is_empty() {
-            return Err(SpecError::Resolve {
-                host,
-                reason: "no addresses".into(),
-            });
-        }
         Ok(Target {
             tls,
             host,
             port,
             path,
-            addrs,
+            addrs: Vec::new(),
         })
     }
 

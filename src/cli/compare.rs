@@ -35,7 +35,12 @@ pub struct CompareArgs {
 pub fn read_run(path: &PathBuf) -> anyhow::Result<Run> {
     let text =
         std::fs::read_to_string(path).with_context(|| format!("cannot read {}", path.display()))?;
-    let mut run = Run::from_json(&text).with_context(|| format!("{}", path.display()))?;
+    saved_run(&text).with_context(|| format!("{}", path.display()))
+}
+
+/// A saved Run from its JSON text, diagnosed again when it has no findings.
+pub fn saved_run(text: &str) -> anyhow::Result<Run> {
+    let mut run = Run::from_json(text)?;
     if run.findings.is_empty() && run.evidence.is_some() {
         run.findings = crate::diagnose::diagnose(&run);
     }
