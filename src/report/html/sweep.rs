@@ -207,8 +207,17 @@ fn heat_maps(o: &mut String, s: &Sweep) {
 /// Every cell, one row each, sortable by any column.
 fn cells(o: &mut String, s: &Sweep) {
     o.push_str("<h2>Every cell</h2><table class=\"sort\"><thead><tr>");
-    for d in &s.dims {
-        let _ = write!(o, "<th>{}</th>", esc(&d.name));
+    // A ceiling search has no dimensions: its cells' one coordinate is the rate tried
+    // (or `closed`, the closed-loop probe).
+    let n = s.cells.iter().map(|c| c.coords.len()).max().unwrap_or(0);
+    for i in 0..n {
+        let name = s
+            .dims
+            .get(i)
+            .map_or(if s.ceiling.is_some() { "rate" } else { "load" }, |d| {
+                d.name.as_str()
+            });
+        let _ = write!(o, "<th>{}</th>", esc(name));
     }
     o.push_str(
         "<th>requests/s</th><th>p99</th><th>errors</th><th>bottleneck</th></tr></thead><tbody>",
