@@ -145,6 +145,24 @@ fn port_zero_and_a_run_from_a_newer_loadlens() {
     );
 }
 
+/// Found by the cli fuzz target: a duration too large for `Duration` panicked.
+#[test]
+fn a_duration_past_a_year_is_one_line() {
+    fails_fast(
+        &[
+            "run",
+            "http://127.0.0.1:1/",
+            "-d",
+            "99999999999999999999999999",
+        ],
+        "at most a year",
+    );
+    fails_fast(
+        &["run", "http://127.0.0.1:1/", "--timeout", "9000h"],
+        "at most a year",
+    );
+}
+
 /// Found by the run_json fuzz target: a profile stack naming a frame the profile does
 /// not have panicked `report` (an index out of bounds); it is refused in one line.
 #[test]
