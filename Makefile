@@ -3,7 +3,7 @@ SHELL := /bin/bash
 export PATH := $(HOME)/.cargo/bin:$(PATH)
 CARGO ?= cargo
 
-.PHONY: demo test bench build deps fmt clippy install uninstall
+.PHONY: demo test bench build deps fmt clippy install uninstall fuzz-check
 
 PREFIX ?= /usr/local
 DESTDIR ?=
@@ -21,6 +21,12 @@ test:
 	$(CARGO) fmt --all -- --check
 	$(CARGO) clippy --all-targets -- -D warnings
 	$(CARGO) test
+	$(MAKE) fuzz-check
+
+# The fuzz targets build on stable (running them needs nightly and cargo-fuzz, see the
+# README); their checks run on the seeds in `cargo test` (tests/fuzz_seeds.rs).
+fuzz-check:
+	cd fuzz && $(CARGO) check --target-dir ../target/fuzz-check
 
 bench:
 	scripts/install-deps.sh bench

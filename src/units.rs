@@ -3,6 +3,10 @@
 
 use std::time::Duration;
 
+/// The longest duration accepted: a year. Longer ones are typos, and a deadline that
+/// far (`Instant + d`) can overflow the clock's arithmetic.
+const MAX_DURATION_S: f64 = 365.0 * 24.0 * 3600.0;
+
 /// Parses a duration such as `10s`, `1m`, `500ms`, `1h` or a bare number of seconds.
 pub fn parse_duration(s: &str) -> Result<Duration, String> {
     let s = s.trim();
@@ -26,6 +30,9 @@ pub fn parse_duration(s: &str) -> Result<Duration, String> {
     };
     if !secs.is_finite() || secs < 0.0 {
         return Err(format!("invalid duration `{s}`"));
+    }
+    if secs > MAX_DURATION_S {
+        return Err(format!("invalid duration `{s}`: at most a year (8760h)"));
     }
     Ok(Duration::from_secs_f64(secs))
 }
@@ -110,6 +117,14 @@ mod tests {
         assert_eq!(parse_duration("1.5s").unwrap(), Duration::from_millis(1500));
         assert!(parse_duration("10x").is_err());
         assert!(parse_duration("s").is_err());
+        // Found by the cli fuzz target: these panicked (Duration::from_secs_f64).
+        assert!(parse_duration("99999999999999999999999999999999").is_err());
+        assert!(parse_duration("1e400").is_err());
+        assert!(parse_duration("8761h").is_err());
+        assert_eq!(
+            parse_duration("8760h").unwrap(),
+            Duration::from_secs(31_536_000)
+        );
     }
 
     #[test]

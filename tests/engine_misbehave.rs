@@ -4,64 +4,10 @@
 mod common;
 
 use std::io::{Read, Write};
-use std::net::{TcpListener, TcpStream};
-use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+use common::bad_server::BadServer;
 use common::{run_json, u};
-
-/// Serves every request on every connection with `respond` until dropped.
-struct BadServer {
-    port: u16,
-    stop: Arc<AtomicBool>,
-}
-
-impl BadServer {
-    fn start(respond: fn(&mut TcpStream) -> bool) -> BadServer {
-        let l = TcpListener::bind("127.0.0.1:0").unwrap();
-        let port = l.local_addr().unwrap().port();
-        let stop = Arc::new(AtomicBool::new(false));
-        let s2 = stop.clone();
-        l.set_nonblocking(true).unwrap();
-        std::thread::spawn(move || {
-            while !s2.load(Ordering::Relaxed) {
-                match l.accept() {
-                    Ok((mut c, _)) => {
-                        c.set_nonblocking(false).unwrap();
-                        c.set_read_timeout(Some(Duration::from_secs(3))).unwrap();
-                        let s3 = s2.clone();
-                        std::thread::spawn(move || {
-                            let mut buf = [0u8; 4096];
-                            // One request per read is enough for these tests (closed loop).
-                            while !s3.load(Ordering::Relaxed) {
-                                match c.read(&mut buf) {
-                                    Ok(0) | Err(_) => return,
-                                    Ok(_) => {
-                                        if !respond(&mut c) {
-                                            return;
-                                        }
-                                    }
-                                }
-                            }
-                        });
-                    }
-                    Err(_) => std::thread::sleep(Duration::from_millis(5)),
-                }
-            }
-        });
-        BadServer { port, stop }
-    }
-    fn url(&self) -> String {
-        format!("http://127.0.0.1:{}/", self.port)
-    }
-}
-
-impl Drop for BadServer {
-    fn drop(&mut self) {
-        self.stop.store(true, Ordering::Relaxed);
-    }
-}
 
 #[test]
 fn malformed_status_line_is_a_parse_error() {

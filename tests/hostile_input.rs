@@ -145,6 +145,44 @@ fn port_zero_and_a_run_from_a_newer_loadlens() {
     );
 }
 
+/// Found by the cli fuzz target: a duration too large for `Duration` panicked.
+#[test]
+fn a_duration_past_a_year_is_one_line() {
+    fails_fast(
+        &[
+            "run",
+            "http://127.0.0.1:1/",
+            "-d",
+            "99999999999999999999999999",
+        ],
+        "at most a year",
+    );
+    fails_fast(
+        &["run", "http://127.0.0.1:1/", "--timeout", "9000h"],
+        "at most a year",
+    );
+}
+
+/// Found by the run_json fuzz target: a profile stack naming a frame the profile does
+/// not have panicked `report` (an index out of bounds); it is refused in one line.
+#[test]
+fn a_run_whose_profile_names_a_missing_frame_is_refused() {
+    let src = format!(
+        "{}/tests/data/runs/gzip-cpu-before.json",
+        env!("CARGO_MANIFEST_DIR")
+    );
+    let mut run: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(src).unwrap()).unwrap();
+    run["evidence"]["profile"]["stacks"][0]["frames"][0] = 99_999.into();
+    let dir = tempfile::tempdir().unwrap();
+    let p = dir.path().join("damaged.json");
+    std::fs::write(&p, run.to_string()).unwrap();
+    fails_fast(
+        &["report", p.to_str().unwrap()],
+        "a profile stack names frame 99999 of",
+    );
+}
+
 #[test]
 fn a_run_stopped_by_a_signal_says_so_and_exits_128_plus_it() {
     let ng = Nginx::start("", "");

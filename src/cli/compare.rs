@@ -35,7 +35,12 @@ pub struct CompareArgs {
 pub fn read_run(path: &PathBuf) -> anyhow::Result<Run> {
     let text =
         std::fs::read_to_string(path).with_context(|| format!("cannot read {}", path.display()))?;
-    let mut run = Run::from_json(&text).with_context(|| format!("{}", path.display()))?;
+    saved_run(&text).with_context(|| format!("{}", path.display()))
+}
+
+/// A saved Run from its JSON text, diagnosed again when it has no findings.
+pub fn saved_run(text: &str) -> anyhow::Result<Run> {
+    let mut run = Run::from_json(text)?;
     if run.findings.is_empty() && run.evidence.is_some() {
         run.findings = crate::diagnose::diagnose(&run);
     }
@@ -60,7 +65,12 @@ pub fn cmd(a: CompareArgs) -> anyhow::Result<ExitCode> {
     let mut outputs: Vec<Output<Comparison>> = Vec::new();
     let text = json != Some(Dest::Stdout);
     outputs.extend(json.map(|d| Output::new(Json, d)));
-    outputs.extend(report::html_output(a.html.as_deref())?);
+    if let Some(p) = &a.html {
+        let d = Dest::File(p.clone());
+        d.check("HTML")?;
+        let runs = runs.into_iter().map(|(_, r)| r).collect();
+        outputs.push(Output::new(report::html::CompareHtml { runs }, d));
+    }
     if text {
         outputs.push(Output::new(CompareText, Dest::Stdout));
     }

@@ -104,8 +104,16 @@ impl LoadFlags {
         })
     }
 
-    /// The spec of a load of this shape with these flags, checked.
+    /// The spec of a load of this shape with these flags, checked, and the open-files
+    /// limit raised for its connections (or refused).
     pub fn spec(&self, shape: Shape, body_bytes: usize) -> anyhow::Result<Spec> {
+        let spec = self.checked_spec(shape, body_bytes)?;
+        ensure_fd_limit(spec.connections)?;
+        Ok(spec)
+    }
+
+    /// The spec of a load of this shape with these flags, checked (no I/O).
+    pub fn checked_spec(&self, shape: Shape, body_bytes: usize) -> anyhow::Result<Spec> {
         let (url, authorization) = crate::spec::split_credentials(&shape.url);
         let spec = Spec {
             url,
@@ -123,7 +131,6 @@ impl LoadFlags {
             insecure: self.insecure,
         };
         spec.check_flags()?;
-        ensure_fd_limit(spec.connections)?;
         if self.sample < Duration::from_millis(100) {
             anyhow::bail!("--sample must be at least 100ms");
         }

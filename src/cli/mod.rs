@@ -107,6 +107,24 @@ pub fn main() -> anyhow::Result<ExitCode> {
     }
 }
 
+/// A command line parsed and checked as `main` would, without running it: for `run`,
+/// the Spec and request bytes it would send (see [`run::dry_run`]); `None` for other
+/// commands. What the CLI fuzz target drives (`fuzz/`).
+pub fn dry_run<I, T>(
+    argv: I,
+) -> anyhow::Result<Option<(crate::spec::Spec, crate::spec::RequestBytes)>>
+where
+    I: IntoIterator<Item = T>,
+    T: Into<std::ffi::OsString> + Clone,
+{
+    match Cli::try_parse_from(argv)?.command {
+        Command::Run(a) => Ok(Some(run::dry_run(&a)?)),
+        _ => Ok(None),
+    }
+}
+
+pub use compare::saved_run;
+
 fn is_broken_pipe(e: &anyhow::Error) -> bool {
     e.chain().any(|c| {
         c.downcast_ref::<std::io::Error>()

@@ -12,6 +12,7 @@ use super::{available_cpus, parse_u32};
 use crate::pipeline;
 use crate::report::{self, Dest, Json, Output, Text};
 use crate::run::Run;
+use crate::spec::{RequestBytes, Spec};
 use crate::units::{parse_count, parse_duration};
 
 #[derive(Args, Debug)]
@@ -65,31 +66,46 @@ pub struct RunArgs {
     load: LoadFlags,
 }
 
+impl RunArgs {
+    /// The load's shape, with the defaults for what was not given.
+    fn shape(&self) -> Shape {
+        let threads = self
+            .threads
+            .unwrap_or_else(|| available_cpus().min(self.connections.max(1)));
+        let duration = match (self.duration, self.requests) {
+            (Some(d), _) => Some(d),
+            (None, Some(_)) => None,
+            (None, None) => Some(Duration::from_secs(10)),
+        };
+        Shape {
+            url: self.url.clone(),
+            connections: self.connections,
+            threads,
+            duration,
+            requests: self.requests,
+            connreqs: self.connreqs,
+            rate: self.rate.map(|r| r as f64),
+        }
+    }
+}
+
+/// `run` up to the point where it would touch anything (no file read, no name
+/// resolved, no limit raised): the flags checked into a Spec, the URL parsed, the
+/// request bytes built. A `--body-file` counts as empty here.
+pub fn dry_run(a: &RunArgs) -> anyhow::Result<(Spec, RequestBytes)> {
+    let body = a.load.body.clone().unwrap_or_default().into_bytes();
+    let spec = a.load.checked_spec(a.shape(), body.len())?;
+    let target = spec.parse_url()?;
+    let request = RequestBytes::build(&spec, &target, &body);
+    Ok((spec, request))
+}
+
 pub fn cmd(mut a: RunArgs) -> anyhow::Result<ExitCode> {
     if a.flamegraph.is_some() {
         a.load.profile = true;
     }
     let body = a.load.body()?;
-    let threads = a
-        .threads
-        .unwrap_or_else(|| available_cpus().min(a.connections.max(1)));
-    let duration = match (a.duration, a.requests) {
-        (Some(d), _) => Some(d),
-        (None, Some(_)) => None,
-        (None, None) => Some(Duration::from_secs(10)),
-    };
-    let spec = a.load.spec(
-        Shape {
-            url: a.url.clone(),
-            connections: a.connections,
-            threads,
-            duration,
-            requests: a.requests,
-            connreqs: a.connreqs,
-            rate: a.rate.map(|r| r as f64),
-        },
-        body.len(),
-    )?;
+    let spec = a.load.spec(a.shape(), body.len())?;
     let target = spec.target()?;
     let addr = target.probe(spec.timeout())?;
     // The views, chosen by flag; fail before the load, not after it, when an output

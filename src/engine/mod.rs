@@ -243,6 +243,7 @@ fn results_from(
         connections_opened: s.connections,
         in_flight_at_end: s.in_flight,
         keepalive_closed: s.keepalive_closed,
+        unsolicited: s.unsolicited,
         requests_per_connection: spec.connreqs,
         latency: LatencySummary::from_histogram(&s.latency, spec.rate.is_some()),
         connect_time: LatencySummary::from_histogram(&s.connect_time, false),
@@ -288,6 +289,9 @@ struct TimelineBuilder {
     free: Vec<Histogram<u64>>,
     /// Responses per second of each thread, for whole seconds only.
     per_thread: Vec<f64>,
+    /// Each thread's last, partial second: (second, responses). Its rate stands in for
+    /// the whole seconds when a run had none (under a second), so Req/Sec is not 0.
+    partial: Vec<(u64, u64)>,
 }
 
 struct OpenSecond {
@@ -306,13 +310,16 @@ impl TimelineBuilder {
             done: Vec::new(),
             free: Vec::new(),
             per_thread: Vec::new(),
+            partial: Vec::new(),
         }
     }
 
     /// Adds a worker's tick; returns the tick's histogram, emptied, for the worker to
     /// reuse.
     fn add(&mut self, mut t: Tick) -> Histogram<u64> {
-        if !t.last {
+        if t.last {
+            self.partial.push((t.second, t.responses));
+        } else {
             self.per_thread.push(t.responses as f64);
         }
         let max = self.max;
@@ -375,6 +382,13 @@ impl TimelineBuilder {
         for s in self.done.iter_mut() {
             // The last one may be shorter than a second.
             s.duration_s = (duration_s - s.t_s as f64).clamp(0.0, 1.0);
+        }
+        if self.per_thread.is_empty() {
+            self.per_thread = self
+                .partial
+                .iter()
+                .map(|&(t, n)| n as f64 / (duration_s - t as f64).clamp(1e-3, 1.0))
+                .collect();
         }
         (self.done, self.per_thread)
     }
@@ -464,6 +478,23 @@ mod tests {
         b.add(tick(1, 1, 30, false));
         assert_eq!(b.open.len(), 1);
         assert_eq!(b.done[0].max_us, 30);
+    }
+
+    /// Under a second no worker reports a whole second: Req/Sec comes from the partial
+    /// one (it showed 0.00 before).
+    #[test]
+    fn a_run_under_a_second_has_a_thread_rate() {
+        let mut b = TimelineBuilder::new(Duration::from_secs(5), 2);
+        b.add(tick(0, 0, 10, true));
+        b.add(tick(1, 0, 10, true));
+        let (seconds, per_thread) = b.finish(0.25);
+        assert_eq!(seconds[0].duration_s, 0.25);
+        assert_eq!(per_thread, vec![4.0, 4.0]);
+        // With whole seconds, the partial one is left out as before.
+        let mut b = TimelineBuilder::new(Duration::from_secs(5), 1);
+        b.add(tick(0, 0, 10, false));
+        b.add(tick(0, 1, 10, true));
+        assert_eq!(b.finish(1.5).1, vec![1.0]);
     }
 
     #[test]

@@ -49,6 +49,8 @@ pub struct ThreadStats {
     pub in_flight: u64,
     /// Reused connections the server closed before answering (retried on a new one).
     pub keepalive_closed: u64,
+    /// Responses followed by bytes the server sent unasked (see `LoadResults`).
+    pub unsolicited: u64,
     /// Request latency, µs: from the first byte of the request written to the last byte
     /// of the response read.
     pub latency: Histogram<u64>,
@@ -67,6 +69,7 @@ impl ThreadStats {
             connections: 0,
             in_flight: 0,
             keepalive_closed: 0,
+            unsolicited: 0,
             latency: latency_histogram(max_latency),
             connect_time: latency_histogram(max_latency),
         }
@@ -95,6 +98,7 @@ impl ThreadStats {
         self.responses += other.responses;
         self.in_flight += other.in_flight;
         self.keepalive_closed += other.keepalive_closed;
+        self.unsolicited += other.unsolicited;
         self.bytes_read += other.bytes_read;
         for (a, b) in self.errors.iter_mut().zip(other.errors.iter()) {
             *a += b;

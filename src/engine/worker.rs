@@ -437,12 +437,16 @@ impl<T: Transport> Loop<'_, T> {
                             let left = end - fed.consumed;
                             match fed.complete {
                                 Some(done) => {
+                                    c.pending = 0;
                                     if left > 0 {
                                         // Bytes after the response to the only request in
-                                        // flight: the server sent more than one response.
-                                        return self.request_failed(ErrorKind::Parse);
+                                        // flight (two responses for one request): the
+                                        // response counts, the extra is the server's
+                                        // protocol error, and the framing is lost.
+                                        self.record(c, &done, now);
+                                        self.stats.unsolicited += 1;
+                                        return Next::Reopen;
                                     }
-                                    c.pending = 0;
                                     if let Some(next) = self.on_response(c, done, now) {
                                         return next;
                                     }
@@ -477,12 +481,7 @@ impl<T: Transport> Loop<'_, T> {
     /// Records a complete response and decides what the connection does next.
     /// `None` means: keep going on this connection (the next request was started).
     fn on_response(&mut self, c: &mut Conn<T>, done: Complete, now: Instant) -> Option<Next> {
-        let us = now.saturating_duration_since(c.intended).as_micros() as u64;
-        self.stats.latency.saturating_record(us.max(1));
-        self.interval.saturating_record(us.max(1));
-        self.stats.responses += 1;
-        self.interval_responses += 1;
-        self.stats.status(done.status);
+        self.record(c, &done, now);
         if c.last || !done.keep_alive {
             c.phase = Phase::Draining;
             c.since = now;
@@ -494,6 +493,16 @@ impl<T: Transport> Loop<'_, T> {
             self.finish(c);
             Some(Next::Wait)
         }
+    }
+
+    /// Counts a complete response: its latency and status.
+    fn record(&mut self, c: &Conn<T>, done: &Complete, now: Instant) {
+        let us = now.saturating_duration_since(c.intended).as_micros() as u64;
+        self.stats.latency.saturating_record(us.max(1));
+        self.interval.saturating_record(us.max(1));
+        self.stats.responses += 1;
+        self.interval_responses += 1;
+        self.stats.status(done.status);
     }
 
     fn on_eof(&mut self, c: &mut Conn<T>, now: Instant) -> Next {

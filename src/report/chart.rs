@@ -26,8 +26,27 @@ pub enum XAxis {
     Percentile,
 }
 
+/// A straight line across the chart at a value, with its label: an objective
+/// (horizontal, a y value) or a point found on the x axis (vertical).
+pub enum Mark<'a> {
+    Y(f64, &'a str),
+    X(f64, &'a str),
+}
+
 /// A line chart of `series`. Empty string when there is nothing to draw.
 pub fn lines(title: &str, y_unit: &str, x: XAxis, series: &[Series]) -> String {
+    lines_marked(title, y_unit, x, series, &[])
+}
+
+/// A line chart of `series` with marks (dashed lines) across it. The y axis reaches
+/// every horizontal mark, so an objective above the curve stays in sight.
+pub fn lines_marked(
+    title: &str,
+    y_unit: &str,
+    x: XAxis,
+    series: &[Series],
+    marks: &[Mark],
+) -> String {
     let all: Vec<(f64, f64)> = series
         .iter()
         .flat_map(|s| s.points.iter().copied())
@@ -48,7 +67,11 @@ pub fn lines(title: &str, y_unit: &str, x: XAxis, series: &[Series]) -> String {
     if let XAxis::Linear(_) = x {
         x0 = x0.min(0.0);
     }
-    let ymax = nice(all.iter().map(|p| p.1).fold(0.0, f64::max));
+    let mark_max = marks.iter().fold(0.0, |m, k| match k {
+        Mark::Y(v, _) => f64::max(m, *v),
+        Mark::X(..) => m,
+    });
+    let ymax = nice(all.iter().map(|p| p.1).fold(mark_max, f64::max));
     let px = |v: f64| LEFT + (tx(v) - x0) / (x1 - x0) * (W - LEFT - RIGHT);
     let py = |v: f64| H - BOTTOM - v / ymax * (H - TOP - BOTTOM);
     let mut o = String::new();
@@ -111,6 +134,21 @@ pub fn lines(title: &str, y_unit: &str, x: XAxis, series: &[Series]) -> String {
             c = s.color,
         );
     }
+    for k in marks {
+        let (x1, y1, x2, y2, l, anchor) = match k {
+            Mark::Y(v, l) => (LEFT, py(*v), W - RIGHT, py(*v), l, "start"),
+            Mark::X(v, l) => (px(*v), TOP, px(*v), H - BOTTOM, l, "middle"),
+        };
+        let (lx, ly) = match k {
+            Mark::Y(..) => (LEFT + 4.0, y1 - 3.0),
+            Mark::X(..) => (x1, TOP - 2.0),
+        };
+        let _ = write!(
+            o,
+            r##"<line class="mark" x1="{x1:.1}" x2="{x2:.1}" y1="{y1:.1}" y2="{y2:.1}" stroke="#c0392b" stroke-dasharray="5 4"/><text x="{lx:.1}" y="{ly:.1}" class="lg" text-anchor="{anchor}">{}</text>"##,
+            esc(l)
+        );
+    }
     o.push_str("</svg>");
     o
 }
@@ -169,6 +207,20 @@ mod tests {
         assert_eq!(s.matches("<polyline").count(), 1);
         assert!(s.contains("p99 &lt;ms&gt;") && s.contains("a&amp;b"));
         assert!(lines("x", "", XAxis::Linear("s"), &[]).is_empty());
+        let m = lines_marked(
+            "t",
+            "ms",
+            XAxis::Linear("/s"),
+            &[Series {
+                name: "p99",
+                color: "#c00",
+                points: vec![(100.0, 1.0), (200.0, 2.0)],
+            }],
+            &[Mark::Y(10.0, "objective"), Mark::X(150.0, "ceiling")],
+        );
+        assert_eq!(m.matches("class=\"mark\"").count(), 2);
+        // The objective above the curve is inside the axis: the top label is 10 ms.
+        assert!(m.contains(">10.0ms<"), "{m}");
         assert_eq!(nice(0.7), 1.0);
         assert_eq!(nice(130.0), 200.0);
     }

@@ -16,7 +16,7 @@ impl View<Comparison> for CompareText {
     }
 }
 
-fn value(unit: &str, v: Option<f64>) -> String {
+pub(super) fn value(unit: &str, v: Option<f64>) -> String {
     match v {
         None => "-".to_string(),
         Some(v) if unit == "us" => fmt_us(v),
@@ -28,7 +28,7 @@ fn value(unit: &str, v: Option<f64>) -> String {
     }
 }
 
-fn verdict(v: Verdict) -> &'static str {
+pub(super) fn verdict(v: Verdict) -> &'static str {
     match v {
         Verdict::Significant => "significant",
         Verdict::NotSignificant => "not significant",

@@ -7,7 +7,7 @@ use crate::run::Evidence;
 use crate::units::{fmt_bytes, fmt_count};
 
 /// TCP counters worth a line when they moved, in the order a person checks them.
-const TCP_SHOWN: &[(&str, &str)] = &[
+pub(super) const TCP_SHOWN: &[(&str, &str)] = &[
     ("TcpExt.ListenOverflows", "ListenOverflows"),
     ("TcpExt.ListenDrops", "ListenDrops"),
     ("TcpExt.TCPReqQFullDrop", "SYN queue drops"),

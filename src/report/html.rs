@@ -7,10 +7,15 @@
 
 use std::fmt::Write;
 
+mod compare;
+mod machine;
+mod sweep;
+
 use super::chart::{esc, lines, Series, XAxis};
 use super::View;
 use crate::run::{Kind, Run};
 use crate::units::{fmt_bytes, fmt_us};
+pub use compare::CompareHtml;
 
 /// The HTML view.
 pub struct Html;
@@ -26,10 +31,23 @@ table{border-collapse:collapse}td,th{padding:2px 10px;text-align:right;border-bo
 td:last-child,th:last-child{text-align:left}pre{background:#f6f6f6;padding:10px;overflow-x:auto;font-size:12px}
 .chart{width:100%;height:auto;margin:6px 0}.ct{font-weight:600;font-size:13px}.grid{stroke:#e5e5e5}
 .yl{font-size:11px;text-anchor:end;fill:#555}.xl{font-size:11px;text-anchor:middle;fill:#555}.lg{font-size:11px;fill:#333}
-details{margin:8px 0}summary{cursor:pointer}
+details{margin:8px 0}summary{cursor:pointer}th[title]{cursor:pointer}
+.heat td{text-align:center;border:2px solid #fff}td[style]{color:#000}.heat th{text-align:center}
 @media (prefers-color-scheme:dark){body{background:#141414;color:#ddd}.f,pre{background:#1e1e1e}
-.kpi div{border-color:#444}.sub,.f .id{color:#999}.grid{stroke:#333}.yl,.xl,.lg,.ct{fill:#ccc}td,th{border-color:#333}}
+.kpi div{border-color:#444}.sub,.f .id{color:#999}.grid{stroke:#333}.yl,.xl,.lg,.ct{fill:#ccc}td,th{border-color:#333}.heat td{border-color:#141414}}
 @media print{body{max-width:none;margin:0}.f{break-inside:avoid}.chart{break-inside:avoid}}";
+
+/// Sorts a `table.sort` by the column whose header is clicked (again: the other way).
+/// Cells compare by `data-v` when they have one (a number behind a formatted value like
+/// `1.20ms`), else as numbers when both parse, else as text.
+const SCRIPT: &str = "<script>document.querySelectorAll('table.sort').forEach(function(t){\
+t.querySelectorAll('thead th').forEach(function(h,i){h.title='click to sort';h.onclick=function(){\
+var b=t.tBodies[0],d=h.dataset.d==='1'?-1:1;h.dataset.d=d===1?'1':'-1';\
+var v=function(r){var c=r.cells[i];if(!c)return '';var s=c.dataset.v!==undefined?c.dataset.v:c.textContent.trim();\
+var n=Number(s.replace(/[,%+]/g,''));return s!==''&&!isNaN(n)?n:s;};\
+Array.prototype.slice.call(b.rows).sort(function(p,q){var x=v(p),y=v(q);\
+return (typeof x==='number'&&typeof y==='number'?x-y:String(x).localeCompare(String(y)))*d;})\
+.forEach(function(r){b.appendChild(r);});};});});</script>";
 
 impl View<Run> for Html {
     fn render(&self, run: &Run) -> Vec<u8> {
@@ -106,12 +124,13 @@ pub fn page(run: &Run) -> String {
     findings(&mut o, run);
     timeline(&mut o, run);
     spectrum(&mut o, run);
-    machine(&mut o, run);
-    nginx_config(&mut o, run);
+    machine::machine(&mut o, run);
+    machine::tcp_counters(&mut o, run);
+    server_config(&mut o, run);
     profile(&mut o, run);
     let _ = writeln!(
         o,
-        "<h2>The terminal report</h2><pre>{}</pre></body></html>",
+        "<h2>The terminal report</h2><pre>{}</pre>{SCRIPT}</body></html>",
         esc(&super::terminal::render(run, true))
     );
     o
@@ -172,7 +191,7 @@ fn timeline(o: &mut String, run: &Run) {
             Series {
                 name: "responses/s",
                 color: "#0072b2",
-                points: rate(|s| s.responses as f64),
+                points: per_second(run),
             },
             Series {
                 name: "errors/s",
@@ -211,21 +230,39 @@ fn timeline(o: &mut String, run: &Run) {
     ));
 }
 
-/// The latency spectrum from the whole-run histogram (HdrHistogram's plot).
-fn spectrum(o: &mut String, run: &Run) {
-    let l = &run.results.latency;
-    let Ok(h) = l.decode() else { return };
+/// The latency spectrum of the whole-run histogram: (percentile, ms) on HdrHistogram's
+/// percentile axis; empty when the Run has no latency.
+fn spectrum_points(run: &Run) -> Vec<(f64, f64)> {
+    let Ok(h) = run.results.latency.decode() else {
+        return Vec::new();
+    };
     if h.is_empty() {
-        return;
+        return Vec::new();
     }
     let qs = [
         0.0, 10.0, 25.0, 50.0, 75.0, 90.0, 95.0, 97.5, 99.0, 99.5, 99.75, 99.9, 99.95, 99.975,
         99.99, 99.995, 99.999, 99.9999,
     ];
-    let points: Vec<(f64, f64)> = qs
-        .iter()
+    qs.iter()
         .map(|&q| (q, h.value_at_quantile(q / 100.0) as f64 / 1000.0))
-        .collect();
+        .collect()
+}
+
+/// Responses per second, second by second.
+fn per_second(run: &Run) -> Vec<(f64, f64)> {
+    run.results
+        .timeline
+        .iter()
+        .map(|s| (s.t_s as f64, s.responses as f64 / s.duration_s.max(1e-9)))
+        .collect()
+}
+
+/// The latency spectrum from the whole-run histogram (HdrHistogram's plot).
+fn spectrum(o: &mut String, run: &Run) {
+    let points = spectrum_points(run);
+    if points.is_empty() {
+        return;
+    }
     o.push_str("<h2>Latency spectrum</h2>");
     o.push_str(&lines(
         "latency by percentile (whole run)",
@@ -239,182 +276,9 @@ fn spectrum(o: &mut String, run: &Run) {
     ));
 }
 
-/// CPU, TIME_WAIT and accept queues over the run, from the watch's samples.
-fn machine(o: &mut String, run: &Run) {
-    let Some(e) = &run.evidence else { return };
-    if e.samples.is_empty() {
-        return;
-    }
-    o.push_str("<h2>The machine</h2>");
-    let avg = |f: fn(&crate::run::CpuPct) -> f64| -> Vec<(f64, f64)> {
-        e.samples
-            .iter()
-            .filter(|s| !s.cpus.is_empty())
-            .map(|s| {
-                (
-                    s.t_s,
-                    s.cpus.iter().map(f).sum::<f64>() / s.cpus.len() as f64,
-                )
-            })
-            .collect()
-    };
-    // Busy share per CPU (up to 16 lines; beyond that the average says it).
-    let ncpu = e.samples.iter().map(|s| s.cpus.len()).max().unwrap_or(0);
-    if (2..=16).contains(&ncpu) {
-        const COLORS: [&str; 8] = [
-            "#0072b2", "#e69f00", "#009e73", "#cc79a7", "#56b4e9", "#d55e00", "#f0e442", "#000",
-        ];
-        let names: Vec<String> = (0..ncpu).map(|i| format!("cpu{i}")).collect();
-        let series: Vec<Series> = (0..ncpu)
-            .map(|i| Series {
-                name: &names[i],
-                color: COLORS[i % COLORS.len()],
-                points: e
-                    .samples
-                    .iter()
-                    .filter_map(|s| s.cpus.get(i).map(|c| (s.t_s, 100.0 - c.idle)))
-                    .collect(),
-            })
-            .collect();
-        o.push_str(&lines(
-            "CPU busy, per CPU",
-            "%",
-            XAxis::Linear("s"),
-            &series,
-        ));
-    }
-    o.push_str(&lines(
-        "CPU, average of all CPUs",
-        "%",
-        XAxis::Linear("s"),
-        &[
-            Series {
-                name: "user",
-                color: "#0072b2",
-                points: avg(|c| c.user),
-            },
-            Series {
-                name: "system",
-                color: "#e69f00",
-                points: avg(|c| c.system),
-            },
-            Series {
-                name: "softirq",
-                color: "#cc79a7",
-                points: avg(|c| c.softirq),
-            },
-        ],
-    ));
-    let tw: Vec<(f64, f64)> = e
-        .samples
-        .iter()
-        .filter_map(|s| Some((s.t_s, *s.sockstat.get("TCP.tw")? as f64)))
-        .collect();
-    let queue: Vec<(f64, f64)> = e
-        .samples
-        .iter()
-        .map(|s| {
-            (
-                s.t_s,
-                s.listen_queues.iter().map(|q| q.queue).max().unwrap_or(0) as f64,
-            )
-        })
-        .collect();
-    o.push_str(&lines(
-        "TIME_WAIT sockets",
-        "",
-        XAxis::Linear("s"),
-        &[Series {
-            name: "TIME_WAIT",
-            color: "#56b4e9",
-            points: tw,
-        }],
-    ));
-    // Network: every interface that moved, Mbit/s each way.
-    let mut ifaces: Vec<String> = e
-        .window
-        .ifaces
-        .iter()
-        .filter(|i| i.rx_bytes_per_s + i.tx_bytes_per_s > 0.0)
-        .map(|i| i.name.clone())
-        .collect();
-    ifaces.truncate(4);
-    let labels: Vec<(String, String)> = ifaces
-        .iter()
-        .map(|n| (format!("{n} rx"), format!("{n} tx")))
-        .collect();
-    let mut net = Vec::new();
-    for (k, n) in ifaces.iter().enumerate() {
-        let rate = |f: fn(&crate::run::IfaceRate) -> f64| -> Vec<(f64, f64)> {
-            e.samples
-                .iter()
-                .filter_map(|s| {
-                    let i = s.ifaces.iter().find(|i| &i.name == n)?;
-                    Some((s.t_s, f(i) * 8.0 / 1e6))
-                })
-                .collect()
-        };
-        net.push(Series {
-            name: &labels[k].0,
-            color: ["#0072b2", "#009e73", "#cc79a7", "#56b4e9"][k],
-            points: rate(|i| i.rx_bytes_per_s),
-        });
-        net.push(Series {
-            name: &labels[k].1,
-            color: ["#e69f00", "#d55e00", "#f0e442", "#000"][k],
-            points: rate(|i| i.tx_bytes_per_s),
-        });
-    }
-    o.push_str(&lines("network, Mbit/s", "", XAxis::Linear("s"), &net));
-    // The front's busiest worker and the busiest upstream process, CPU %.
-    let busiest = |front: bool| -> Option<i32> {
-        e.window
-            .processes
-            .iter()
-            .filter(|p| p.is_front() == front)
-            .max_by(|a, b| a.cpu_pct.total_cmp(&b.cpu_pct))
-            .map(|p| p.pid)
-    };
-    let mut procs = Vec::new();
-    let proc_labels: Vec<String> = [busiest(true), busiest(false)]
-        .iter()
-        .flatten()
-        .map(|pid| format!("pid {pid}"))
-        .collect();
-    for (k, pid) in [busiest(true), busiest(false)].iter().flatten().enumerate() {
-        procs.push(Series {
-            name: &proc_labels[k],
-            color: ["#0072b2", "#d55e00"][k],
-            points: e
-                .samples
-                .iter()
-                .filter_map(|s| {
-                    let p = s.processes.iter().find(|p| p.pid == *pid)?;
-                    Some((s.t_s, p.cpu_pct))
-                })
-                .collect(),
-        });
-    }
-    o.push_str(&lines(
-        "server processes' CPU (busiest front worker, busiest upstream)",
-        "%",
-        XAxis::Linear("s"),
-        &procs,
-    ));
-    o.push_str(&lines(
-        "accept queue (fullest listener)",
-        "",
-        XAxis::Linear("s"),
-        &[Series {
-            name: "queued",
-            color: "#d55e00",
-            points: queue,
-        }],
-    ));
-}
-
-/// nginx's running configuration as loadlens read it, collapsed.
-fn nginx_config(o: &mut String, run: &Run) {
+/// The server's configuration as loadlens read it (`nginx -T`, Apache's or HAProxy's
+/// files), collapsed.
+fn server_config(o: &mut String, run: &Run) {
     let Some(cfg) = run
         .evidence
         .as_ref()
@@ -424,7 +288,8 @@ fn nginx_config(o: &mut String, run: &Run) {
     };
     let _ = write!(
         o,
-        "<details><summary>nginx configuration read ({}): {} directives</summary><table>",
+        "<details><summary>{} configuration read ({}): {} directives</summary><table class=\"sort\"><thead><tr><th>directive</th><th>values</th></tr></thead><tbody>",
+        cfg.kind.name(),
         esc(&cfg.conf),
         cfg.directives.len()
     );
@@ -436,7 +301,7 @@ fn nginx_config(o: &mut String, run: &Run) {
             esc(&v.join(" | "))
         );
     }
-    o.push_str("</table></details>");
+    o.push_str("</tbody></table></details>");
 }
 
 fn profile(o: &mut String, run: &Run) {
@@ -446,7 +311,7 @@ fn profile(o: &mut String, run: &Run) {
     let Some(top) = &p.top else { return };
     let _ = write!(
         o,
-        "<h2>Where the server's CPU went</h2><p>Worker {}: {} samples at {} Hz; kernel {:.0}%, user {:.0}%.</p><table><tr><th>self</th><th>total</th><th>where</th><th>function</th></tr>",
+        "<h2>Where the server's CPU went</h2><p>Worker {}: {} samples at {} Hz; kernel {:.0}%, user {:.0}%.</p><table class=\"sort\"><thead><tr><th>self</th><th>total</th><th>where</th><th>function</th></tr></thead><tbody>",
         top.pid, top.samples, p.frequency_hz, top.kernel_pct, top.user_pct
     );
     for f in top.functions.iter().take(15) {
@@ -459,10 +324,10 @@ fn profile(o: &mut String, run: &Run) {
             esc(&f.name)
         );
     }
-    o.push_str("</table>");
+    o.push_str("</tbody></table>");
     // The flame graph itself, inline (inferno's SVG; as an image its search is off:
     // `--flamegraph FILE.svg` gives the interactive one).
-    if let Ok(svg) = super::flamegraph::svg(run) {
+    if let Ok(svg) = super::flamegraph::inline_svg(run) {
         use base64::Engine;
         let _ = write!(
             o,
@@ -472,79 +337,10 @@ fn profile(o: &mut String, run: &Run) {
     }
 }
 
-/// A page around `body` (HTML), with the report's style.
+/// A page around `body` (HTML), with the report's style and script.
 fn wrap(title: &str, body: &str) -> String {
     format!(
-        "<!DOCTYPE html><html lang=\"en\"><head><meta charset=\"utf-8\"><meta name=\"viewport\" content=\"width=device-width\"><title>loadlens: {t}</title><style>{STYLE}</style></head><body><h1>{t}</h1>{body}</body></html>\n",
+        "<!DOCTYPE html><html lang=\"en\"><head><meta charset=\"utf-8\"><meta name=\"viewport\" content=\"width=device-width\"><title>loadlens: {t}</title><style>{STYLE}</style></head><body><h1>{t}</h1>{body}{SCRIPT}</body></html>\n",
         t = esc(title)
     )
-}
-
-impl View<crate::run::Comparison> for Html {
-    fn render(&self, c: &crate::run::Comparison) -> Vec<u8> {
-        let text = super::compare::CompareText.render(c);
-        wrap(
-            "loadlens compare",
-            &format!("<pre>{}</pre>", esc(&String::from_utf8_lossy(&text))),
-        )
-        .into_bytes()
-    }
-}
-
-impl View<crate::run::Sweep> for Html {
-    fn render(&self, s: &crate::run::Sweep) -> Vec<u8> {
-        let mut body = String::new();
-        if let Some(c) = &s.ceiling {
-            // The rate → latency curve: where p99 leaves p50 behind is the knee.
-            let pts = |f: fn(&crate::run::Step) -> u64| -> Vec<(f64, f64)> {
-                c.steps
-                    .iter()
-                    .map(|st| (st.rate, f(st) as f64 / 1000.0))
-                    .collect()
-            };
-            body.push_str(&lines(
-                &format!(
-                    "latency by scheduled rate (requests/s); objective {}",
-                    c.slo
-                ),
-                "ms",
-                XAxis::Linear("/s"),
-                &[
-                    Series {
-                        name: "p50",
-                        color: "#009e73",
-                        points: pts(|st| st.p50_us),
-                    },
-                    Series {
-                        name: "p99",
-                        color: "#e69f00",
-                        points: pts(|st| st.p99_us),
-                    },
-                ],
-            ));
-        } else {
-            let pts: Vec<(f64, f64)> = s
-                .cells
-                .iter()
-                .enumerate()
-                .map(|(i, c)| (i as f64, c.run.results.requests_per_s))
-                .collect();
-            body.push_str(&lines(
-                "requests/s by cell (in the table's order)",
-                "",
-                XAxis::Linear(""),
-                &[Series {
-                    name: "requests/s",
-                    color: "#0072b2",
-                    points: pts,
-                }],
-            ));
-        }
-        let text = super::sweep::SweepText.render(s);
-        body.push_str(&format!(
-            "<pre>{}</pre>",
-            esc(&String::from_utf8_lossy(&text))
-        ));
-        wrap("loadlens sweep", &body).into_bytes()
-    }
 }

@@ -27,7 +27,7 @@ impl View<Sweep> for SweepText {
     }
 }
 
-fn bottleneck(c: &Cell) -> &str {
+pub(super) fn bottleneck(c: &Cell) -> &str {
     c.run
         .findings
         .iter()
@@ -35,7 +35,7 @@ fn bottleneck(c: &Cell) -> &str {
         .map_or("-", |f| f.id.as_str())
 }
 
-fn p99(c: &Cell) -> String {
+pub(super) fn p99(c: &Cell) -> String {
     c.run
         .results
         .latency
@@ -43,7 +43,7 @@ fn p99(c: &Cell) -> String {
         .map_or("-".into(), |v| fmt_us(v as f64))
 }
 
-fn dim_label(name: &str, value: &str) -> String {
+pub(super) fn dim_label(name: &str, value: &str) -> String {
     match name {
         "connreqs" if value == "keep-alive" => "keep-alive".to_string(),
         "connreqs" => format!(

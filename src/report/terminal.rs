@@ -83,6 +83,13 @@ pub fn render(run: &Run, latency: bool) -> String {
             r.keepalive_closed
         );
     }
+    if r.unsolicited > 0 {
+        let _ = writeln!(
+            o,
+            "  {} responses followed by bytes nobody asked for (a second response?): counted, the connection reopened",
+            r.unsolicited
+        );
+    }
     let e = &r.errors;
     if e.connect + e.read + e.write + e.timeout > 0 {
         let _ = writeln!(

@@ -43,6 +43,13 @@ pub struct LoadResults {
     /// again on a new connection.
     #[serde(default)]
     pub keepalive_closed: u64,
+    /// Responses the server followed with bytes nobody asked for (two responses for one
+    /// request, or garbage after a response), with one request in flight: a protocol
+    /// error of the server. The response is counted; the extra bytes are counted here,
+    /// not as a response or an error of a request (responses + errors + in flight =
+    /// requests sent still holds), and the connection is reopened (its framing is lost).
+    #[serde(default)]
+    pub unsolicited: u64,
     /// Requests per connection in force (`--connreqs`); `None` = keep-alive as long as
     /// the server allows.
     pub requests_per_connection: Option<u32>,

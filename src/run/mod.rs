@@ -101,6 +101,21 @@ impl Run {
             ),
             None => anyhow::bail!("not a loadlens Run: no schema_version"),
         }
-        serde_json::from_value(v).context("not a loadlens Run")
+        let run: Run = serde_json::from_value(v).context("not a loadlens Run")?;
+        // Indexes the views follow without checking (a hand-edited or damaged file).
+        if let Some(p) = run.evidence.as_ref().and_then(|e| e.profile.as_ref()) {
+            if let Some(bad) = p
+                .stacks
+                .iter()
+                .flat_map(|s| &s.frames)
+                .find(|&&f| f as usize >= p.frames.len())
+            {
+                anyhow::bail!(
+                    "not a loadlens Run: a profile stack names frame {bad} of {}",
+                    p.frames.len()
+                );
+            }
+        }
+        Ok(run)
     }
 }

@@ -44,6 +44,7 @@ impl LoadResults {
             out.connections_opened += p.connections_opened;
             out.in_flight_at_end += p.in_flight_at_end;
             out.keepalive_closed += p.keepalive_closed;
+            out.unsolicited += p.unsolicited;
             let offset = out.timeline.last().map_or(0, |s| s.t_s + 1);
             out.timeline.extend(p.timeline.iter().cloned().map(|mut s| {
                 s.t_s += offset;

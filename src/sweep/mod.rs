@@ -49,7 +49,14 @@ impl Grid {
                 });
             }
         };
-        push("url", self.urls.clone());
+        // As recorded: without passwords.
+        push(
+            "url",
+            self.urls
+                .iter()
+                .map(|u| crate::spec::split_credentials(u).0)
+                .collect(),
+        );
         push(
             "connreqs",
             self.connreqs.iter().map(|c| connreqs_label(*c)).collect(),
@@ -71,7 +78,10 @@ impl Grid {
     pub fn plan(&self, base: &Spec) -> Vec<Planned> {
         let dims = self.dims();
         let mut out = Vec::new();
-        for url in &self.urls {
+        for raw in &self.urls {
+            // Each URL's own credentials (the base has the first URL's).
+            let (url, authorization) = crate::spec::split_credentials(raw);
+            let url = &url;
             for connreqs in &self.connreqs {
                 for rate in &self.rates {
                     for threads in &self.threads {
@@ -82,6 +92,7 @@ impl Grid {
                                 threads: (*threads).min(*connections),
                                 connreqs: *connreqs,
                                 rate: *rate,
+                                authorization: authorization.clone(),
                                 ..base.clone()
                             };
                             let coords = dims
@@ -182,5 +193,37 @@ pub(crate) mod tests {
         assert_eq!(plan[1].spec.connections, 50);
         assert_eq!(plan[1].spec.threads, 2);
         assert_eq!(plan[0].spec.duration_s, Some(1.0));
+    }
+
+    /// Every URL of a sweep sends its own credentials (the later ones took the first
+    /// URL's, or none) and none is recorded with its password.
+    #[test]
+    fn each_url_keeps_its_own_credentials() {
+        let g = Grid {
+            urls: vec![
+                "http://127.0.0.1:1/a".into(),
+                "http://u:pw@127.0.0.1:1/b".into(),
+                "http://v:x@127.0.0.1:1/c".into(),
+            ],
+            connections: vec![10],
+            threads: vec![1],
+            connreqs: vec![None],
+            rates: vec![None],
+        };
+        let (_, first) = crate::spec::split_credentials(&g.urls[0]);
+        let plan = g.plan(&Spec {
+            authorization: first,
+            ..base()
+        });
+        let auth: Vec<Option<&str>> = plan
+            .iter()
+            .map(|p| p.spec.authorization.as_deref())
+            .collect();
+        assert_eq!(auth, [None, Some("Basic dTpwdw=="), Some("Basic djp4")]);
+        for p in &plan {
+            assert!(!p.spec.url.contains(":pw@") && !p.spec.url.contains(":x@"));
+            assert!(!p.coords.join(" ").contains("pw"), "{:?}", p.coords);
+        }
+        assert_eq!(g.dims()[0].values[1], "http://u@127.0.0.1:1/b");
     }
 }

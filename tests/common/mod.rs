@@ -2,6 +2,8 @@
 //! config and an access log the tests read back; the loadlens binary run with JSON out.
 #![allow(dead_code)]
 
+pub mod bad_server;
+
 use std::collections::HashMap;
 use std::net::{SocketAddr, TcpListener, TcpStream};
 use std::os::unix::process::CommandExt;

@@ -1,0 +1,189 @@
+//! A small misbehaving HTTP server for the hostile-server tests, and a run of loadlens
+//! measured from outside: how long it took and the peak memory of the process.
+
+use std::io::Read;
+use std::net::{TcpListener, TcpStream};
+use std::path::Path;
+use std::process::Stdio;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use serde_json::Value;
+
+/// Serves every request on every connection with `respond` until dropped; `respond`
+/// returns whether to keep the connection. Each connection has its own thread, which
+/// ends when the client goes away (a write fails) or `respond` says so.
+pub struct BadServer {
+    pub port: u16,
+    stop: Arc<AtomicBool>,
+}
+
+impl BadServer {
+    pub fn start(respond: fn(&mut TcpStream) -> bool) -> BadServer {
+        BadServer::start_with(None, respond)
+    }
+
+    /// With `greet`: called once on each new connection before any request is read
+    /// (a server that answers before it is asked).
+    pub fn start_with(
+        greet: Option<fn(&mut TcpStream)>,
+        respond: fn(&mut TcpStream) -> bool,
+    ) -> BadServer {
+        let l = TcpListener::bind("127.0.0.1:0").unwrap();
+        let port = l.local_addr().unwrap().port();
+        let stop = Arc::new(AtomicBool::new(false));
+        let s2 = stop.clone();
+        l.set_nonblocking(true).unwrap();
+        std::thread::spawn(move || {
+            while !s2.load(Ordering::Relaxed) {
+                match l.accept() {
+                    Ok((mut c, _)) => {
+                        c.set_nonblocking(false).unwrap();
+                        c.set_read_timeout(Some(Duration::from_secs(3))).unwrap();
+                        c.set_write_timeout(Some(Duration::from_secs(5))).unwrap();
+                        let s3 = s2.clone();
+                        std::thread::spawn(move || {
+                            if let Some(g) = greet {
+                                g(&mut c);
+                            }
+                            let mut buf = [0u8; 4096];
+                            // One request per read is enough for these tests (closed loop).
+                            while !s3.load(Ordering::Relaxed) {
+                                match c.read(&mut buf) {
+                                    Ok(0) | Err(_) => return,
+                                    Ok(_) => {
+                                        if !respond(&mut c) {
+                                            return;
+                                        }
+                                    }
+                                }
+                            }
+                        });
+                    }
+                    Err(_) => std::thread::sleep(Duration::from_millis(5)),
+                }
+            }
+        });
+        BadServer { port, stop }
+    }
+
+    pub fn url(&self) -> String {
+        format!("http://127.0.0.1:{}/", self.port)
+    }
+}
+
+impl Drop for BadServer {
+    fn drop(&mut self) {
+        self.stop.store(true, Ordering::Relaxed);
+    }
+}
+
+/// Closes `c` with a reset (SO_LINGER 0) instead of a FIN.
+pub fn reset(c: TcpStream) {
+    use std::os::fd::AsRawFd;
+    let l = libc::linger {
+        l_onoff: 1,
+        l_linger: 0,
+    };
+    // SAFETY: a valid socket fd and a linger struct of the size passed.
+    unsafe {
+        libc::setsockopt(
+            c.as_raw_fd(),
+            libc::SOL_SOCKET,
+            libc::SO_LINGER,
+            &l as *const libc::linger as *const libc::c_void,
+            std::mem::size_of::<libc::linger>() as libc::socklen_t,
+        );
+    }
+    drop(c);
+}
+
+/// A `loadlens run` measured from outside.
+pub struct Measured {
+    pub run: Value,
+    /// Wall-clock time from spawn to exit.
+    pub took: Duration,
+    /// Peak resident memory of the process (`VmHWM` in `/proc/PID/status`, read every
+    /// 10 ms while it ran; `wait4`'s `ru_maxrss` would include this test process's
+    /// memory, which the child had before its `exec`), bytes.
+    pub peak_rss: u64,
+}
+
+/// Runs `loadlens run ARGS --json FILE -q`, asserts it succeeded, and returns the Run
+/// with the time it took and its peak memory. A run still going after `kill_after` is
+/// killed (the test then fails on its exit status rather than hanging).
+pub fn measured_run(args: &[&str], kill_after: Duration) -> Measured {
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("run.json");
+    let err = dir.path().join("stderr");
+    let t0 = Instant::now();
+    let child = super::loadlens()
+        .arg("run")
+        .args(args)
+        .arg("--json")
+        .arg(&out)
+        .arg("-q")
+        .stdout(Stdio::null())
+        .stderr(std::fs::File::create(&err).unwrap())
+        .spawn()
+        .unwrap();
+    let pid = child.id() as libc::pid_t;
+    let done = Arc::new(AtomicBool::new(false));
+    let d2 = done.clone();
+    let watcher = std::thread::spawn(move || {
+        let until = Instant::now() + kill_after;
+        let mut peak_kb = 0;
+        while !d2.load(Ordering::Relaxed) {
+            // Until it is reaped the pid is this child's (a zombie has no VmHWM line).
+            if let Ok(s) = std::fs::read_to_string(format!("/proc/{pid}/status")) {
+                if let Some(kb) = s
+                    .lines()
+                    .find_map(|l| l.strip_prefix("VmHWM:"))
+                    .and_then(|v| v.trim().trim_end_matches("kB").trim().parse::<u64>().ok())
+                {
+                    peak_kb = peak_kb.max(kb);
+                }
+            }
+            if Instant::now() > until {
+                // SAFETY: the child is not reaped yet (done is set only after it is).
+                unsafe { libc::kill(pid, libc::SIGKILL) };
+            }
+            std::thread::sleep(Duration::from_millis(10));
+        }
+        peak_kb * 1024
+    });
+    let mut status = 0;
+    // Wait without reaping first, so the watcher's last reads still see the process.
+    // SAFETY: plain waitid on our own child.
+    let mut info: libc::siginfo_t = unsafe { std::mem::zeroed() };
+    unsafe {
+        libc::waitid(
+            libc::P_PID,
+            pid as libc::id_t,
+            &mut info,
+            libc::WEXITED | libc::WNOWAIT,
+        )
+    };
+    let took = t0.elapsed();
+    done.store(true, Ordering::Relaxed);
+    let peak_rss = watcher.join().unwrap();
+    // SAFETY: reaping our own child.
+    let r = unsafe { libc::waitpid(pid, &mut status, 0) };
+    assert_eq!(r, pid, "waitpid: {}", std::io::Error::last_os_error());
+    let stderr = std::fs::read_to_string(&err).unwrap_or_default();
+    assert!(
+        libc::WIFEXITED(status) && libc::WEXITSTATUS(status) == 0,
+        "loadlens {args:?} failed (status {status:#x}) after {took:?}: {stderr}"
+    );
+    drop(child);
+    Measured {
+        run: read_json(&out),
+        took,
+        peak_rss,
+    }
+}
+
+fn read_json(p: &Path) -> Value {
+    serde_json::from_str(&std::fs::read_to_string(p).unwrap()).unwrap()
+}
