@@ -90,6 +90,8 @@ pub struct Target {
     pub path: String,
     /// The addresses the host resolved to; the engine uses the first that accepts.
     pub addrs: Vec<SocketAddr>,
+    /// How long resolving the host took, µs (the run's one name lookup).
+    pub resolve_us: u64,
 }
 
 /// Why a run cannot start. Each message says what was wrong and what to do.
@@ -203,6 +205,7 @@ impl Spec {
             path.push('?');
             path.push_str(q);
         }
+        let resolving = std::time::Instant::now();
         let addrs: Vec<SocketAddr> = (host.as_str(), port)
             .to_socket_addrs()
             .map_err(|e| SpecError::Resolve {
@@ -210,6 +213,7 @@ impl Spec {
                 reason: e.to_string(),
             })?
             .collect();
+        let resolve_us = resolving.elapsed().as_micros() as u64;
         if addrs.is_empty() {
             return Err(SpecError::Resolve {
                 host,
@@ -222,6 +226,7 @@ impl Spec {
             port,
             path,
             addrs,
+            resolve_us,
         })
     }
 

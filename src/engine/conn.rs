@@ -50,6 +50,13 @@ pub(super) struct Conn<T> {
     pub(super) intended: Instant,
     /// Open loop: when the next request is due.
     pub(super) due: Instant,
+    /// The TCP connect of this connection has finished (its time is recorded).
+    pub(super) tcp_up: bool,
+    /// When the TCP connect finished: the TLS handshake is timed from here.
+    pub(super) tcp_at: Instant,
+    /// The first byte of the response in flight has been read, at `first_at`.
+    pub(super) got_first: bool,
+    pub(super) first_at: Instant,
     /// This connection's slot, to find it from the pacing queue.
     pub(super) idx: usize,
 }

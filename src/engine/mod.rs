@@ -4,6 +4,7 @@
 //! the [`Progress`] callback the caller supplies).
 
 mod conn;
+mod h1;
 pub mod http;
 mod pace;
 pub mod stats;
@@ -21,7 +22,7 @@ use anyhow::Context;
 use hdrhistogram::Histogram;
 
 use crate::run::{
-    ClientCheck, ErrorCounts, LatencySummary, LoadResults, Second, Spread, ThreadCpu,
+    ClientCheck, ErrorCounts, LatencySummary, LoadResults, Phases, Second, Spread, ThreadCpu,
 };
 use crate::spec::{RequestBytes, Spec, Target};
 use crate::sys::thread_cpu::ThreadCpuSample;
@@ -192,7 +193,7 @@ fn run_with<T: Transport + 'static>(
         None => elapsed.as_secs_f64().max(1e-9),
     };
     let (seconds, per_thread_rates) = timeline.finish(duration_s);
-    let results = results_from(spec, merged, duration_s, seconds, &per_thread_rates);
+    let results = results_from(spec, target, merged, duration_s, seconds, &per_thread_rates);
     Ok(Outcome {
         results,
         client: client_check(cpus),
@@ -201,6 +202,7 @@ fn run_with<T: Transport + 'static>(
 
 fn results_from(
     spec: &Spec,
+    target: &Target,
     s: ThreadStats,
     duration_s: f64,
     timeline: Vec<Second>,
@@ -246,6 +248,15 @@ fn results_from(
         requests_per_connection: spec.connreqs,
         latency: LatencySummary::from_histogram(&s.latency, spec.rate.is_some()),
         connect_time: LatencySummary::from_histogram(&s.connect_time, false),
+        phases: Some(Phases {
+            dns_us: target.resolve_us,
+            connect: LatencySummary::from_histogram(&s.phases.tcp_connect, false),
+            tls_handshake: target
+                .tls
+                .then(|| LatencySummary::from_histogram(&s.phases.tls_handshake, false)),
+            ttfb: LatencySummary::from_histogram(&s.phases.ttfb, false),
+            body: LatencySummary::from_histogram(&s.phases.body, false),
+        }),
         thread_requests_per_s: Spread::of(per_thread_rates),
         timeline,
     }

@@ -21,6 +21,8 @@ pub trait Transport: Sized {
     /// a new epoll event for every segment that arrives after the read. Not of TLS, where
     /// rustls may hold decrypted bytes the socket no longer has.
     const SHORT_READ_DRAINS: bool;
+    /// Set-up includes a TLS handshake after the TCP connect (its own timed phase).
+    const TLS: bool;
 
     /// Starts a non-blocking connect.
     fn connect(addr: SocketAddr, config: &Self::Config) -> io::Result<Self>;
@@ -29,6 +31,8 @@ pub trait Transport: Sized {
     /// Drives connection set-up (TCP connect, TLS handshake). `Ok(true)` once application
     /// data can flow, `Ok(false)` while waiting, `Err` when set-up failed.
     fn establish(&mut self) -> io::Result<bool>;
+    /// The TCP connect has finished (the handshake, if any, may still be under way).
+    fn tcp_up(&self) -> bool;
     fn read(&mut self, buf: &mut [u8]) -> io::Result<usize>;
     fn write(&mut self, buf: &[u8]) -> io::Result<usize>;
     /// Pushes out bytes buffered inside the transport (TLS records). `Ok(true)` when
@@ -66,6 +70,7 @@ pub struct Plain {
 impl Transport for Plain {
     type Config = ();
     const SHORT_READ_DRAINS: bool = true;
+    const TLS: bool = false;
 
     fn connect(addr: SocketAddr, _: &()) -> io::Result<Self> {
         Ok(Plain {
@@ -81,6 +86,9 @@ impl Transport for Plain {
             self.connected = tcp_connected(&self.stream)?;
         }
         Ok(self.connected)
+    }
+    fn tcp_up(&self) -> bool {
+        self.connected
     }
     fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
         self.stream.read(buf)
@@ -176,6 +184,7 @@ impl Tls {
 impl Transport for Tls {
     type Config = TlsConfig;
     const SHORT_READ_DRAINS: bool = false;
+    const TLS: bool = true;
 
     fn connect(addr: SocketAddr, config: &TlsConfig) -> io::Result<Self> {
         let tls = rustls::ClientConnection::new(config.client.clone(), config.server_name.clone())
@@ -213,6 +222,9 @@ impl Transport for Tls {
         }
         self.flush()?;
         Ok(true)
+    }
+    fn tcp_up(&self) -> bool {
+        self.tcp_up
     }
     fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
         loop {

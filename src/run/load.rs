@@ -51,10 +51,36 @@ pub struct LoadResults {
     pub latency: LatencySummary,
     /// Connection set-up time (TCP connect, plus the TLS handshake for https).
     pub connect_time: LatencySummary,
+    /// Where the time went, phase by phase (`None` in Runs recorded before phases were
+    /// measured).
+    #[serde(default)]
+    pub phases: Option<Phases>,
     /// Per-thread responses per second, sampled each second (wrk's "Req/Sec" line).
     pub thread_requests_per_s: Spread,
     /// One entry per second of the load.
     pub timeline: Vec<Second>,
+}
+
+/// Time by phase: name resolution once per run, then per new connection the TCP
+/// connect and the TLS handshake, and per response the time to first byte and the body.
+/// Each phase is an HdrHistogram filled by the workers (no per-request samples).
+#[derive(Debug, Clone, Serialize, Deserialize, schemars::JsonSchema)]
+pub struct Phases {
+    /// Resolving the URL's host to addresses, once before the load, µs (for an IP
+    /// address only its parsing: no lookup is made).
+    pub dns_us: u64,
+    /// TCP connect: `connect()` called to the socket connected, one value per new
+    /// connection (failed connects are connect errors, not values here).
+    pub connect: LatencySummary,
+    /// TLS handshake: TCP connected to handshake done, one value per https connection
+    /// established; `None` for plain http.
+    pub tls_handshake: Option<LatencySummary>,
+    /// Time to first byte: the request's first byte written to the first byte of its
+    /// response read, one value per response.
+    pub ttfb: LatencySummary,
+    /// Body: the response's first byte read to its last, one value per response (0 µs
+    /// when the whole response arrived in one read).
+    pub body: LatencySummary,
 }
 
 /// Failures by class.
