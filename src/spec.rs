@@ -42,11 +42,39 @@ pub struct Spec {
     pub timeout_s: f64,
     /// TLS certificate verification is skipped (`--insecure`).
     pub insecure: bool,
+    /// Which HTTP version was asked for (`--h1`, `--h2`, or chosen by ALPN); the one
+    /// used is `results.protocol`.
+    #[serde(default)]
+    pub http: HttpVersion,
+    /// HTTP/2: requests in flight on each connection (`--max-concurrent-streams`,
+    /// h2load's `-m`); 1 for HTTP/1.1.
+    #[serde(default = "one")]
+    pub max_concurrent_streams: u32,
     /// `Authorization: Basic …` from the URL's `user:password@`: sent with every
     /// request, never recorded (the URL above is kept without its password).
     #[serde(skip)]
     #[schemars(skip)]
     pub authorization: Option<String>,
+}
+
+fn one() -> u32 {
+    1
+}
+
+/// The HTTP version asked for.
+#[derive(
+    Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema,
+)]
+#[serde(rename_all = "snake_case")]
+pub enum HttpVersion {
+    /// HTTP/1.1 for http://; for https://, HTTP/2 when the server chooses `h2` by ALPN
+    /// (HTTP/1.1 for open-loop runs).
+    #[default]
+    Auto,
+    /// HTTP/1.1 only (`--h1`).
+    H1,
+    /// HTTP/2 only (`--h2`): prior knowledge over cleartext (h2c), ALPN `h2` over TLS.
+    H2,
 }
 
 /// Takes the credentials out of a URL (`http://user:pw@host/`): the URL to record (user
@@ -141,6 +169,15 @@ impl Spec {
         }
         if self.timeout_s <= 0.0 {
             return bad("--timeout must be greater than zero");
+        }
+        if self.max_concurrent_streams == 0 || self.max_concurrent_streams > 1000 {
+            return bad("--max-concurrent-streams must be between 1 and 1000");
+        }
+        if self.http == HttpVersion::H2 && self.rate.is_some() {
+            return bad("--h2 with -R/--rate is not supported yet: open-loop runs speak HTTP/1.1 (drop --h2)");
+        }
+        if self.max_concurrent_streams > 1 && self.http == HttpVersion::H1 {
+            return bad("--max-concurrent-streams is for HTTP/2: HTTP/1.1 has one request in flight per connection (drop --h1, or use -c)");
         }
         if !is_token(&self.method) {
             return Err(SpecError::Flags(format!(
@@ -268,7 +305,7 @@ impl Target {
     }
 
     /// The `Host:` header value: the port only when it is not the scheme's default.
-    fn host_header(&self) -> String {
+    pub fn host_header(&self) -> String {
         let host = if self.host.contains(':') {
             format!("[{}]", self.host)
         } else {
@@ -397,6 +434,8 @@ mod tests {
             body_bytes: 0,
             timeout_s: 2.0,
             insecure: false,
+            http: HttpVersion::Auto,
+            max_concurrent_streams: 1,
         }
     }
 

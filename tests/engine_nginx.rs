@@ -22,7 +22,7 @@ fn keep_alive_counts_and_bytes_match_the_access_log() {
     assert_eq!(status_codes(&run).get(&200), Some(&3000));
     assert_eq!(
         run["results"]["errors"],
-        serde_json::json!({"connect":0,"read":0,"write":0,"timeout":0,"parse":0})
+        serde_json::json!({"connect":0,"read":0,"write":0,"timeout":0,"parse":0,"reset":0})
     );
     // Keep-alive: at most one connection per configured connection.
     let conns: HashSet<u64> = log.iter().map(|l| l.connection).collect();

@@ -20,6 +20,7 @@ impl<T: Transport> Loop<'_, T> {
             };
             match c.phase {
                 Phase::Retry | Phase::Done | Phase::Paced => return Next::Wait,
+                Phase::H2 => return self.h2_step(c, now),
                 Phase::Connecting => match t.establish() {
                     Ok(up) if !c.tcp_up && t.tcp_up() => {
                         // The TCP connect is its own phase, timed when the poller first
@@ -153,12 +154,25 @@ impl<T: Transport> Loop<'_, T> {
     /// Connection set-up is done: count it, time it, start the first request.
     /// `Some` when the connection has nothing to do (budget spent).
     fn established(&mut self, c: &mut Conn<T>, now: Instant) -> Option<Next> {
+        if self.w.h2.is_some()
+            && T::TLS
+            && c.transport.as_ref().and_then(|t| t.alpn()) != Some(b"h2".as_slice())
+        {
+            // ALPN offered only h2 (the probe saw the server choose it): a server that
+            // now declines fails this connection.
+            let e = io::Error::from_raw_os_error(libc::EPROTO);
+            self.connect_failed(c, &e, now);
+            return Some(Next::Retry);
+        }
         self.stats.connections += 1;
         let us = us_between(c.since, now).max(1);
         self.stats.connect_time.saturating_record(us);
         if T::TLS {
             let us = us_between(c.tcp_at, now).max(1);
             self.stats.phases.tls_handshake.saturating_record(us);
+        }
+        if self.w.h2.is_some() {
+            return self.h2_start(c, now);
         }
         if self.start_request(c, now) {
             None

@@ -16,11 +16,13 @@ pub enum ErrorKind {
     Write = 2,
     /// No complete response within `--timeout`.
     Timeout = 3,
-    /// The response was not valid HTTP/1.x (or was cut short).
+    /// The response was not valid HTTP/1.x or HTTP/2 (or was cut short).
     Parse = 4,
+    /// HTTP/2: the server reset the request's stream (RST_STREAM); the connection goes on.
+    Reset = 5,
 }
 
-pub const ERROR_KINDS: usize = 5;
+pub const ERROR_KINDS: usize = 6;
 
 /// Status codes are counted in a fixed array indexed by code: no map, no allocation.
 pub const STATUS_SLOTS: usize = 1000;
@@ -49,6 +51,8 @@ pub struct ThreadStats {
     pub in_flight: u64,
     /// Reused connections the server closed before answering (retried on a new one).
     pub keepalive_closed: u64,
+    /// HTTP/2 GOAWAY frames received (the connection is replaced; not an error).
+    pub goaway: u64,
     /// Request latency, µs: from the first byte of the request written to the last byte
     /// of the response read.
     pub latency: Histogram<u64>,
@@ -113,6 +117,7 @@ impl ThreadStats {
             connections: 0,
             in_flight: 0,
             keepalive_closed: 0,
+            goaway: 0,
             latency: latency_histogram(max_latency),
             connect_time: latency_histogram(max_latency),
             phases: PhaseHistograms::new(max_latency),
@@ -142,6 +147,7 @@ impl ThreadStats {
         self.responses += other.responses;
         self.in_flight += other.in_flight;
         self.keepalive_closed += other.keepalive_closed;
+        self.goaway += other.goaway;
         self.bytes_read += other.bytes_read;
         for (a, b) in self.errors.iter_mut().zip(other.errors.iter()) {
             *a += b;

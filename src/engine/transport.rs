@@ -33,6 +33,10 @@ pub trait Transport: Sized {
     fn establish(&mut self) -> io::Result<bool>;
     /// The TCP connect has finished (the handshake, if any, may still be under way).
     fn tcp_up(&self) -> bool;
+    /// The application protocol TLS's ALPN chose (`h2`), if any.
+    fn alpn(&self) -> Option<&[u8]> {
+        None
+    }
     fn read(&mut self, buf: &mut [u8]) -> io::Result<usize>;
     fn write(&mut self, buf: &[u8]) -> io::Result<usize>;
     /// Pushes out bytes buffered inside the transport (TLS records). `Ok(true)` when
@@ -110,12 +114,13 @@ pub struct TlsConfig {
 
 impl TlsConfig {
     /// Builds the client configuration: web PKI roots, or no verification at all when
-    /// `insecure` (for self-signed test servers, like `curl -k`).
-    pub fn new(host: &str, insecure: bool) -> anyhow::Result<TlsConfig> {
+    /// `insecure` (for self-signed test servers, like `curl -k`); `alpn` = the
+    /// application protocols offered, in order of preference (`h2`, `http/1.1`).
+    pub fn new(host: &str, insecure: bool, alpn: &[&[u8]]) -> anyhow::Result<TlsConfig> {
         let provider = Arc::new(rustls::crypto::ring::default_provider());
         let builder = rustls::ClientConfig::builder_with_provider(provider.clone())
             .with_safe_default_protocol_versions()?;
-        let client = if insecure {
+        let mut client = if insecure {
             builder
                 .dangerous()
                 .with_custom_certificate_verifier(Arc::new(NoVerify(provider)))
@@ -126,6 +131,7 @@ impl TlsConfig {
             };
             builder.with_root_certificates(roots).with_no_client_auth()
         };
+        client.alpn_protocols = alpn.iter().map(|p| p.to_vec()).collect();
         let server_name = ServerName::try_from(host.to_string())
             .map_err(|e| anyhow::anyhow!("invalid TLS server name `{host}`: {e}"))?;
         Ok(TlsConfig {
@@ -138,17 +144,36 @@ impl TlsConfig {
 impl TlsConfig {
     /// One blocking handshake before the load, so a certificate the client refuses fails
     /// the run at once with a hint, instead of a run made only of connect errors.
-    pub fn probe(&self, addr: SocketAddr, timeout: std::time::Duration) -> anyhow::Result<()> {
+    /// Returns the protocol ALPN chose (`h2`), if any.
+    pub fn probe(
+        &self,
+        addr: SocketAddr,
+        timeout: std::time::Duration,
+    ) -> anyhow::Result<Option<Vec<u8>>> {
         let mut tcp = std::net::TcpStream::connect_timeout(&addr, timeout)?;
         tcp.set_read_timeout(Some(timeout))?;
         tcp.set_write_timeout(Some(timeout))?;
         let mut tls = rustls::ClientConnection::new(self.client.clone(), self.server_name.clone())?;
         while tls.is_handshaking() {
             if let Err(e) = tls.complete_io(&mut tcp) {
-                let cert = e
+                let rustls_error = e
                     .get_ref()
-                    .and_then(|inner| inner.downcast_ref::<rustls::Error>())
-                    .is_some_and(|r| matches!(r, rustls::Error::InvalidCertificate(_)));
+                    .and_then(|inner| inner.downcast_ref::<rustls::Error>());
+                let cert =
+                    rustls_error.is_some_and(|r| matches!(r, rustls::Error::InvalidCertificate(_)));
+                let no_alpn = rustls_error.is_some_and(|r| {
+                    matches!(
+                        r,
+                        rustls::Error::AlertReceived(
+                            rustls::AlertDescription::NoApplicationProtocol
+                        )
+                    )
+                });
+                if no_alpn && self.client.alpn_protocols == [b"h2".to_vec()] {
+                    anyhow::bail!(
+                        "{addr} did not choose HTTP/2 by ALPN (h2) — drop --h2 to use HTTP/1.1"
+                    );
+                }
                 anyhow::bail!(
                     "TLS handshake with {addr} failed: {e}{}",
                     if cert {
@@ -159,7 +184,17 @@ impl TlsConfig {
                 );
             }
         }
-        Ok(())
+        Ok(tls.alpn_protocol().map(|p| p.to_vec()))
+    }
+
+    /// The same configuration offering only `protocol` by ALPN.
+    pub fn only(&self, protocol: &[u8]) -> TlsConfig {
+        let mut client = (*self.client).clone();
+        client.alpn_protocols = vec![protocol.to_vec()];
+        TlsConfig {
+            client: Arc::new(client),
+            server_name: self.server_name.clone(),
+        }
     }
 }
 
@@ -225,6 +260,9 @@ impl Transport for Tls {
     }
     fn tcp_up(&self) -> bool {
         self.tcp_up
+    }
+    fn alpn(&self) -> Option<&[u8]> {
+        self.tls.alpn_protocol()
     }
     fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
         loop {

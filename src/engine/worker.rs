@@ -19,6 +19,7 @@ use hdrhistogram::Histogram;
 use mio::{Events, Interest, Poll, Token};
 
 use super::conn::{Conn, Next, Phase};
+use super::h2::frame::RequestFrames;
 use super::http::ResponseParser;
 use super::pace::PaceTimer;
 use super::stats::{latency_histogram, ErrorKind, ThreadStats, Tick};
@@ -42,7 +43,7 @@ impl Budget {
         Budget(requests.map(|n| AtomicI64::new(n.min(i64::MAX as u64) as i64)))
     }
     #[inline]
-    fn claim(&self) -> bool {
+    pub(super) fn claim(&self) -> bool {
         match &self.0 {
             None => true,
             Some(left) => left.fetch_sub(1, Ordering::Relaxed) > 0,
@@ -57,6 +58,11 @@ pub struct Worker<T: Transport> {
     pub addr: SocketAddr,
     pub transport: T::Config,
     pub request: Arc<RequestBytes>,
+    /// The request as HTTP/2 frames when the run speaks HTTP/2 (h2c with prior
+    /// knowledge, or TLS where ALPN chose `h2`); `None` = HTTP/1.1.
+    pub h2: Option<Arc<RequestFrames>>,
+    /// HTTP/2: requests in flight per connection.
+    pub streams: u32,
     pub connreqs: Option<u32>,
     /// Open loop: each connection sends a request every `pace` (connections ÷ rate),
     /// on schedule whatever the responses do; latency is measured from the scheduled
@@ -132,6 +138,7 @@ impl<T: Transport> Worker<T> {
                 since: self.start,
                 intended: self.start,
                 // Staggered so the connections' requests interleave evenly.
+                h2: None,
                 tcp_up: false,
                 tcp_at: self.start,
                 got_first: false,
@@ -232,8 +239,13 @@ impl<T: Transport> Worker<T> {
         // Requests on the wire when time ran out: accounted, neither response nor error.
         lp.stats.in_flight = conns
             .iter()
-            .filter(|c| c.phase == Phase::Reading || (c.phase == Phase::Writing && c.written > 0))
-            .count() as u64;
+            .map(|c| match c.phase {
+                Phase::Reading => 1,
+                Phase::Writing if c.written > 0 => 1,
+                Phase::H2 => c.h2.as_ref().map_or(0, |h| h.streams.len() as u64),
+                _ => 0,
+            })
+            .sum();
         lp.tick(second_of(self.start, next_tick), true);
         Ok(lp.stats)
     }
@@ -373,6 +385,17 @@ impl<T: Transport> Loop<'_, T> {
                 self.open(c, i, now);
             }
             Phase::Draining if age >= self.w.timeout => self.open(c, i, now),
+            Phase::H2 => {
+                // The oldest stream in flight sets the timeout; with none in flight, the
+                // time since the connection last made progress.
+                let oldest =
+                    c.h2.as_ref()
+                        .and_then(|h| h.streams.iter().map(|s| s.since).min());
+                if now.saturating_duration_since(oldest.unwrap_or(c.since)) >= self.w.timeout {
+                    self.h2_fail(c, ErrorKind::Timeout);
+                    self.open(c, i, now);
+                }
+            }
             _ => {}
         }
     }

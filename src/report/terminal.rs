@@ -31,6 +31,14 @@ pub fn render(run: &Run, latency: bool) -> String {
         } + &match s.rate {
             Some(r) => format!(", {r:.0} requests/s scheduled"),
             None => String::new(),
+        } + &if r.protocol == "h2" {
+            format!(
+                ", HTTP/2 with {} stream{} per connection",
+                r.streams_per_connection,
+                plural(r.streams_per_connection as u64)
+            )
+        } else {
+            String::new()
         }
     );
     let _ = writeln!(
@@ -104,6 +112,16 @@ pub fn render(run: &Run, latency: bool) -> String {
     }
     if e.parse > 0 {
         let _ = writeln!(o, "  Malformed or truncated responses: {}", e.parse);
+    }
+    if e.reset > 0 {
+        let _ = writeln!(o, "  Streams reset by the server (RST_STREAM): {}", e.reset);
+    }
+    if r.goaway_received > 0 {
+        let _ = writeln!(
+            o,
+            "  GOAWAY received: {} (connections replaced; unprocessed requests sent again, not errors)",
+            r.goaway_received
+        );
     }
     if r.non_2xx_3xx > 0 {
         let _ = writeln!(o, "  Non-2xx or 3xx responses: {}", r.non_2xx_3xx);

@@ -43,6 +43,16 @@ pub struct LoadResults {
     /// again on a new connection.
     #[serde(default)]
     pub keepalive_closed: u64,
+    /// The protocol the requests were sent with: `http/1.1` or `h2`.
+    #[serde(default = "http1")]
+    pub protocol: String,
+    /// HTTP/2: requests in flight per connection (1 for HTTP/1.1).
+    #[serde(default = "one")]
+    pub streams_per_connection: u32,
+    /// HTTP/2 GOAWAY frames received: each ended its connection (not an error); the
+    /// streams the server had not processed were sent again on a new connection.
+    #[serde(default)]
+    pub goaway_received: u64,
     /// Requests per connection in force (`--connreqs`); `None` = keep-alive as long as
     /// the server allows.
     pub requests_per_connection: Option<u32>,
@@ -83,6 +93,14 @@ pub struct Phases {
     pub body: LatencySummary,
 }
 
+fn http1() -> String {
+    "http/1.1".into()
+}
+
+fn one() -> u32 {
+    1
+}
+
 /// Failures by class.
 #[derive(
     Debug, Clone, Copy, Default, Serialize, Deserialize, schemars::JsonSchema, PartialEq, Eq,
@@ -98,11 +116,15 @@ pub struct ErrorCounts {
     pub timeout: u64,
     /// The response was malformed or cut short.
     pub parse: u64,
+    /// HTTP/2: the server reset the request's stream (RST_STREAM); its connection
+    /// went on.
+    #[serde(default)]
+    pub reset: u64,
 }
 
 impl ErrorCounts {
     pub fn total(&self) -> u64 {
-        self.connect + self.read + self.write + self.timeout + self.parse
+        self.connect + self.read + self.write + self.timeout + self.parse + self.reset
     }
 }
 

@@ -38,6 +38,8 @@ impl LoadResults {
             out.errors.write += p.errors.write;
             out.errors.timeout += p.errors.timeout;
             out.errors.parse += p.errors.parse;
+            out.errors.reset += p.errors.reset;
+            out.goaway_received += p.goaway_received;
             add_counts(&mut out.connect_errors, &p.connect_errors);
             add_counts(&mut out.status_codes, &p.status_codes);
             out.non_2xx_3xx += p.non_2xx_3xx;
