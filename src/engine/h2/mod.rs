@@ -38,6 +38,9 @@ use super::stats::{us_between, ErrorKind};
 use super::transport::Transport;
 use super::worker::Loop;
 
+/// RST_STREAM's error code for a stream the server did not process.
+const REFUSED_STREAM: u32 = 0x7;
+
 /// A request in flight on a connection.
 #[derive(Debug, Clone, Copy)]
 pub(super) struct Stream {
@@ -62,8 +65,10 @@ pub(super) struct H2Conn {
     /// Frames queued for the socket, and how much of them is written.
     out: Vec<u8>,
     out_at: usize,
-    /// SETTINGS_MAX_CONCURRENT_STREAMS from the server (unlimited until it says).
+    /// SETTINGS_MAX_CONCURRENT_STREAMS from the server: one stream until its first
+    /// SETTINGS arrive (it may allow fewer than we want), unlimited if they say nothing.
     peer_max_streams: u32,
+    settings_seen: bool,
     /// What the server still accepts of request bodies on this connection.
     send_window: i64,
     /// DATA bytes received since our last connection WINDOW_UPDATE.
@@ -91,7 +96,8 @@ impl H2Conn {
             next_id: 1,
             out: Vec::with_capacity(streams * request_len + 1024),
             out_at: 0,
-            peer_max_streams: u32::MAX,
+            peer_max_streams: 1,
+            settings_seen: false,
             send_window: 65_535,
             recv_unacked: 0,
             block: Vec::new(),
@@ -110,7 +116,8 @@ impl H2Conn {
         self.next_id = 1;
         self.out.clear();
         self.out_at = 0;
-        self.peer_max_streams = u32::MAX;
+        self.peer_max_streams = 1;
+        self.settings_seen = false;
         self.send_window = 65_535;
         self.recv_unacked = 0;
         self.block.clear();
@@ -345,11 +352,20 @@ impl<T: Transport> Loop<'_, T> {
             frame::RST_STREAM => {
                 if let Some(i) = h.find(f.stream) {
                     h.streams.swap_remove(i);
-                    self.stats.errors[ErrorKind::Reset as usize] += 1;
-                    self.interval_errors += 1;
+                    if p.get(..4) == Some(&REFUSED_STREAM.to_be_bytes()[..]) {
+                        // Refused before any processing (RFC 9113 §8.7): sent again.
+                        h.permits += 1;
+                    } else {
+                        self.stats.errors[ErrorKind::Reset as usize] += 1;
+                        self.interval_errors += 1;
+                    }
                 }
             }
             frame::SETTINGS if f.flags & frame::ACK == 0 => {
+                if !h.settings_seen {
+                    h.settings_seen = true;
+                    h.peer_max_streams = u32::MAX;
+                }
                 for s in p.chunks_exact(6) {
                     let v = u32::from_be_bytes([s[2], s[3], s[4], s[5]]);
                     if u16::from_be_bytes([s[0], s[1]]) == 0x3 {
