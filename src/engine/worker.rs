@@ -1,5 +1,6 @@
 //! One worker thread: an event loop (mio/epoll, edge-triggered) over its share of the
-//! connections, each with one request in flight (closed loop).
+//! connections, each with one request in flight (closed loop) over HTTP/1.1 (`h1.rs`),
+//! or up to `--max-concurrent-streams` over HTTP/2 (`h2/`).
 //!
 //! Per request the loop does only the socket I/O, two clock reads and three histogram
 //! records (latency, time to first byte, body): the request bytes were built before the run, each connection owns its read
