@@ -42,11 +42,39 @@ pub struct Spec {
     pub timeout_s: f64,
     /// TLS certificate verification is skipped (`--insecure`).
     pub insecure: bool,
+    /// Which HTTP version was asked for (`--h1`, `--h2`, or chosen by ALPN); the one
+    /// used is `results.protocol`.
+    #[serde(default)]
+    pub http: HttpVersion,
+    /// HTTP/2: requests in flight on each connection (`--max-concurrent-streams`,
+    /// h2load's `-m`); 1 for HTTP/1.1.
+    #[serde(default = "one")]
+    pub max_concurrent_streams: u32,
     /// `Authorization: Basic …` from the URL's `user:password@`: sent with every
     /// request, never recorded (the URL above is kept without its password).
     #[serde(skip)]
     #[schemars(skip)]
     pub authorization: Option<String>,
+}
+
+fn one() -> u32 {
+    1
+}
+
+/// The HTTP version asked for.
+#[derive(
+    Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema,
+)]
+#[serde(rename_all = "snake_case")]
+pub enum HttpVersion {
+    /// HTTP/1.1 for http://; for https://, HTTP/2 when the server chooses `h2` by ALPN
+    /// (HTTP/1.1 for open-loop runs).
+    #[default]
+    Auto,
+    /// HTTP/1.1 only (`--h1`).
+    H1,
+    /// HTTP/2 only (`--h2`): prior knowledge over cleartext (h2c), ALPN `h2` over TLS.
+    H2,
 }
 
 /// Takes the credentials out of a URL (`http://user:pw@host/`): the URL to record (user
@@ -90,6 +118,8 @@ pub struct Target {
     pub path: String,
     /// The addresses the host resolved to; the engine uses the first that accepts.
     pub addrs: Vec<SocketAddr>,
+    /// How long resolving the host took, µs (the run's one name lookup).
+    pub resolve_us: u64,
 }
 
 /// Why a run cannot start. Each message says what was wrong and what to do.
@@ -140,6 +170,15 @@ impl Spec {
         if self.timeout_s <= 0.0 {
             return bad("--timeout must be greater than zero");
         }
+        if self.max_concurrent_streams == 0 || self.max_concurrent_streams > 1000 {
+            return bad("--max-concurrent-streams must be between 1 and 1000");
+        }
+        if self.http == HttpVersion::H2 && self.rate.is_some() {
+            return bad("--h2 with -R/--rate is not supported yet: open-loop runs speak HTTP/1.1 (drop --h2)");
+        }
+        if self.max_concurrent_streams > 1 && self.http == HttpVersion::H1 {
+            return bad("--max-concurrent-streams is for HTTP/2: HTTP/1.1 has one request in flight per connection (drop --h1, or use -c)");
+        }
         if !is_token(&self.method) {
             return Err(SpecError::Flags(format!(
                 "invalid method `{}`: expected a token such as GET, POST, HEAD",
@@ -179,6 +218,7 @@ impl Spec {
     /// Parses and resolves the URL.
     pub fn target(&self) -> Result<Target, SpecError> {
         let mut t = self.parse_url()?;
+        let resolving = std::time::Instant::now();
         t.addrs = (t.host.as_str(), t.port)
             .to_socket_addrs()
             .map_err(|e| SpecError::Resolve {
@@ -186,6 +226,7 @@ impl Spec {
                 reason: e.to_string(),
             })?
             .collect();
+        t.resolve_us = resolving.elapsed().as_micros() as u64;
         if t.addrs.is_empty() {
             return Err(SpecError::Resolve {
                 host: t.host,
@@ -236,6 +277,7 @@ impl Spec {
             port,
             path,
             addrs: Vec::new(),
+            resolve_us: 0,
         })
     }
 
@@ -277,7 +319,7 @@ impl Target {
     }
 
     /// The `Host:` header value: the port only when it is not the scheme's default.
-    fn host_header(&self) -> String {
+    pub fn host_header(&self) -> String {
         let host = if self.host.contains(':') {
             format!("[{}]", self.host)
         } else {
@@ -416,6 +458,8 @@ mod tests {
             body_bytes: 0,
             timeout_s: 2.0,
             insecure: false,
+            http: HttpVersion::Auto,
+            max_concurrent_streams: 1,
         }
     }
 

@@ -150,7 +150,7 @@ fn keep_alive_ended_by_the_server_is_not_an_error() {
     assert_eq!(u(&run, "results.responses"), 200);
     assert_eq!(
         run["results"]["errors"],
-        serde_json::json!({"connect":0,"read":0,"write":0,"timeout":0,"parse":0})
+        serde_json::json!({"connect":0,"read":0,"write":0,"timeout":0,"parse":0,"reset":0})
     );
     let closed = u(&run, "results.keepalive_closed");
     assert!((150..=200).contains(&closed), "{closed}");

@@ -22,7 +22,7 @@ fn keep_alive_counts_and_bytes_match_the_access_log() {
     assert_eq!(status_codes(&run).get(&200), Some(&3000));
     assert_eq!(
         run["results"]["errors"],
-        serde_json::json!({"connect":0,"read":0,"write":0,"timeout":0,"parse":0})
+        serde_json::json!({"connect":0,"read":0,"write":0,"timeout":0,"parse":0,"reset":0})
     );
     // Keep-alive: at most one connection per configured connection.
     let conns: HashSet<u64> = log.iter().map(|l| l.connection).collect();
@@ -210,38 +210,8 @@ fn server_connection_close_is_honoured() {
 
 #[test]
 fn https_with_insecure() {
-    let ng_dir = tempfile::tempdir().unwrap();
-    let (crt, key) = (ng_dir.path().join("c.pem"), ng_dir.path().join("k.pem"));
-    let st = std::process::Command::new("openssl")
-        .args([
-            "req",
-            "-x509",
-            "-newkey",
-            "rsa:2048",
-            "-nodes",
-            "-days",
-            "2",
-            "-subj",
-            "/CN=localhost",
-        ])
-        .arg("-keyout")
-        .arg(&key)
-        .arg("-out")
-        .arg(&crt)
-        .stderr(std::process::Stdio::null())
-        .status()
-        .unwrap();
-    assert!(st.success());
-    let ng = Nginx::start_with_listen(
-        "",
-        &format!(
-            "ssl_certificate {}; ssl_certificate_key {};",
-            crt.display(),
-            key.display()
-        ),
-        "ssl",
-    );
-    let url = format!("https://localhost:{}/1k.txt", ng.port);
+    let ng = Nginx::start_tls("", "ssl");
+    let url = ng.https_url("/1k.txt");
     let run = run_json(&["-n", "500", "-c", "4", "-t", "2", "--insecure", &url]);
     assert_eq!(u(&run, "results.responses"), 500);
     assert_eq!(ng.log().len(), 500);

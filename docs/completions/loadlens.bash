@@ -530,7 +530,7 @@ _loadlens() {
             return 0
             ;;
         loadlens__subcmd__run)
-            opts="-c -t -d -n -R -q -H -m -k -h -V --connections --threads --duration --requests --connreqs --rate --latency --json --flamegraph --html --quiet --repeat --pause --header --method --body --body-file --timeout --insecure --no-watch --sample --server-pid --server-name --profile --profile-hz --help --version"
+            opts="-c -t -d -n -R -q -H -m -k -h -V --connections --threads --duration --requests --connreqs --rate --latency --json --flamegraph --html --quiet --repeat --pause --header --method --body --body-file --timeout --insecure --h2 --h1 --max-concurrent-streams --no-watch --sample --server-pid --server-name --profile --profile-hz --help --version"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -628,6 +628,10 @@ _loadlens() {
                     COMPREPLY=($(compgen -f "${cur}"))
                     return 0
                     ;;
+                --max-concurrent-streams)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
                 --sample)
                     COMPREPLY=($(compgen -f "${cur}"))
                     return 0
@@ -652,7 +656,7 @@ _loadlens() {
             return 0
             ;;
         loadlens__subcmd__sweep)
-            opts="-c -t -R -d -q -H -m -k -h -V --connections --threads --connreqs --rate --duration --repeat --pause --ceiling --slo --errors --budget --json --csv --html --quiet --header --method --body --body-file --timeout --insecure --no-watch --sample --server-pid --server-name --profile --profile-hz --help --version"
+            opts="-c -t -R -d -q -H -m -k -h -V --connections --threads --connreqs --rate --duration --repeat --pause --ceiling --slo --errors --budget --json --csv --html --quiet --header --method --body --body-file --timeout --insecure --h2 --h1 --max-concurrent-streams --no-watch --sample --server-pid --server-name --profile --profile-hz --help --version"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -751,6 +755,10 @@ _loadlens() {
                     return 0
                     ;;
                 --timeout)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --max-concurrent-streams)
                     COMPREPLY=($(compgen -f "${cur}"))
                     return 0
                     ;;

@@ -51,6 +51,7 @@ complete -c loadlens -n "__fish_loadlens_using_subcommand run" -s m -l method -d
 complete -c loadlens -n "__fish_loadlens_using_subcommand run" -l body -d 'Request body' -r
 complete -c loadlens -n "__fish_loadlens_using_subcommand run" -l body-file -d 'Read the request body from a file' -r -F
 complete -c loadlens -n "__fish_loadlens_using_subcommand run" -l timeout -d 'Per-request timeout; a request unanswered after it counts as a timeout' -r
+complete -c loadlens -n "__fish_loadlens_using_subcommand run" -l max-concurrent-streams -d 'HTTP/2: requests in flight on each connection (h2load\'s -m)' -r
 complete -c loadlens -n "__fish_loadlens_using_subcommand run" -l sample -d 'Sampling interval of the watch, e.g. 1s, 100ms' -r
 complete -c loadlens -n "__fish_loadlens_using_subcommand run" -l server-pid -d 'The server\'s process id (repeatable); its children are watched too. Needed when the server runs in another network namespace' -r
 complete -c loadlens -n "__fish_loadlens_using_subcommand run" -l server-name -d 'Watch the processes with this command name (repeatable), e.g. nginx, php-fpm8.2' -r
@@ -58,6 +59,8 @@ complete -c loadlens -n "__fish_loadlens_using_subcommand run" -l profile-hz -d 
 complete -c loadlens -n "__fish_loadlens_using_subcommand run" -l latency -d 'Print the latency percentiles, status codes and connection details'
 complete -c loadlens -n "__fish_loadlens_using_subcommand run" -s q -l quiet -d 'Print nothing but errors (the JSON, if asked for, is still written)'
 complete -c loadlens -n "__fish_loadlens_using_subcommand run" -s k -l insecure -d 'Do not verify the server\'s TLS certificate'
+complete -c loadlens -n "__fish_loadlens_using_subcommand run" -l h2 -d 'Speak HTTP/2: with prior knowledge over cleartext http:// (h2c), by ALPN `h2` over https:// (which already prefers HTTP/2 when the server offers it)'
+complete -c loadlens -n "__fish_loadlens_using_subcommand run" -l h1 -d 'Speak HTTP/1.1 only, also over https:// to a server that offers HTTP/2'
 complete -c loadlens -n "__fish_loadlens_using_subcommand run" -l no-watch -d 'Do not watch the machine (CPU, network, TCP counters, server processes)'
 complete -c loadlens -n "__fish_loadlens_using_subcommand run" -l profile -d 'Profile the server during the load: on-CPU call stacks of its processes (kernel perf events; needs root, CAP_PERFMON or kernel.perf_event_paranoid ≤ 1 for kernel frames), shown as "Where the server\'s CPU went" and kept in the Run'
 complete -c loadlens -n "__fish_loadlens_using_subcommand run" -s h -l help -d 'Print help'
@@ -85,6 +88,7 @@ complete -c loadlens -n "__fish_loadlens_using_subcommand sweep" -s m -l method 
 complete -c loadlens -n "__fish_loadlens_using_subcommand sweep" -l body -d 'Request body' -r
 complete -c loadlens -n "__fish_loadlens_using_subcommand sweep" -l body-file -d 'Read the request body from a file' -r -F
 complete -c loadlens -n "__fish_loadlens_using_subcommand sweep" -l timeout -d 'Per-request timeout; a request unanswered after it counts as a timeout' -r
+complete -c loadlens -n "__fish_loadlens_using_subcommand sweep" -l max-concurrent-streams -d 'HTTP/2: requests in flight on each connection (h2load\'s -m)' -r
 complete -c loadlens -n "__fish_loadlens_using_subcommand sweep" -l sample -d 'Sampling interval of the watch, e.g. 1s, 100ms' -r
 complete -c loadlens -n "__fish_loadlens_using_subcommand sweep" -l server-pid -d 'The server\'s process id (repeatable); its children are watched too. Needed when the server runs in another network namespace' -r
 complete -c loadlens -n "__fish_loadlens_using_subcommand sweep" -l server-name -d 'Watch the processes with this command name (repeatable), e.g. nginx, php-fpm8.2' -r
@@ -92,6 +96,8 @@ complete -c loadlens -n "__fish_loadlens_using_subcommand sweep" -l profile-hz -
 complete -c loadlens -n "__fish_loadlens_using_subcommand sweep" -l ceiling -d 'Find the highest open-loop rate that meets --slo (and --errors): a closed-loop probe, then rates that climb and bisect'
 complete -c loadlens -n "__fish_loadlens_using_subcommand sweep" -s q -l quiet -d 'Print nothing but errors (the files asked for are still written)'
 complete -c loadlens -n "__fish_loadlens_using_subcommand sweep" -s k -l insecure -d 'Do not verify the server\'s TLS certificate'
+complete -c loadlens -n "__fish_loadlens_using_subcommand sweep" -l h2 -d 'Speak HTTP/2: with prior knowledge over cleartext http:// (h2c), by ALPN `h2` over https:// (which already prefers HTTP/2 when the server offers it)'
+complete -c loadlens -n "__fish_loadlens_using_subcommand sweep" -l h1 -d 'Speak HTTP/1.1 only, also over https:// to a server that offers HTTP/2'
 complete -c loadlens -n "__fish_loadlens_using_subcommand sweep" -l no-watch -d 'Do not watch the machine (CPU, network, TCP counters, server processes)'
 complete -c loadlens -n "__fish_loadlens_using_subcommand sweep" -l profile -d 'Profile the server during the load: on-CPU call stacks of its processes (kernel perf events; needs root, CAP_PERFMON or kernel.perf_event_paranoid ≤ 1 for kernel frames), shown as "Where the server\'s CPU went" and kept in the Run'
 complete -c loadlens -n "__fish_loadlens_using_subcommand sweep" -s h -l help -d 'Print help'

@@ -37,6 +37,16 @@ pub struct LoadFlags {
     /// Do not verify the server's TLS certificate.
     #[arg(short = 'k', long)]
     pub insecure: bool,
+    /// Speak HTTP/2: with prior knowledge over cleartext http:// (h2c), by ALPN `h2`
+    /// over https:// (which already prefers HTTP/2 when the server offers it).
+    #[arg(long, conflicts_with = "h1")]
+    pub h2: bool,
+    /// Speak HTTP/1.1 only, also over https:// to a server that offers HTTP/2.
+    #[arg(long)]
+    pub h1: bool,
+    /// HTTP/2: requests in flight on each connection (h2load's -m).
+    #[arg(long, value_name = "N", default_value = "1")]
+    pub max_concurrent_streams: u32,
     /// Do not watch the machine (CPU, network, TCP counters, server processes).
     #[arg(long)]
     pub no_watch: bool,
@@ -129,6 +139,12 @@ impl LoadFlags {
             body_bytes,
             timeout_s: self.timeout.as_secs_f64(),
             insecure: self.insecure,
+            http: match (self.h1, self.h2) {
+                (true, _) => crate::spec::HttpVersion::H1,
+                (_, true) => crate::spec::HttpVersion::H2,
+                _ => crate::spec::HttpVersion::Auto,
+            },
+            max_concurrent_streams: self.max_concurrent_streams,
         };
         spec.check_flags()?;
         if self.sample < Duration::from_millis(100) {

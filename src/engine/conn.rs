@@ -21,6 +21,8 @@ pub(super) enum Phase {
     /// The last response on this connection is in; waiting for the server's FIN so the
     /// server, which was asked to close, is the side that keeps TIME_WAIT.
     Draining,
+    /// An HTTP/2 connection, set up: its streams carry the requests.
+    H2,
     /// No more requests to send (budget spent).
     Done,
 }
@@ -50,6 +52,15 @@ pub(super) struct Conn<T> {
     pub(super) intended: Instant,
     /// Open loop: when the next request is due.
     pub(super) due: Instant,
+    /// The TCP connect of this connection has finished (its time is recorded).
+    pub(super) tcp_up: bool,
+    /// When the TCP connect finished: the TLS handshake is timed from here.
+    pub(super) tcp_at: Instant,
+    /// The first byte of the response in flight has been read, at `first_at`.
+    pub(super) got_first: bool,
+    pub(super) first_at: Instant,
+    /// HTTP/2 state, made when the slot's first HTTP/2 connection is set up and reused.
+    pub(super) h2: Option<Box<super::h2::H2Conn>>,
     /// This connection's slot, to find it from the pacing queue.
     pub(super) idx: usize,
 }

@@ -4,6 +4,8 @@
 //! the [`Progress`] callback the caller supplies).
 
 mod conn;
+mod h1;
+pub mod h2;
 pub mod http;
 mod pace;
 pub mod stats;
@@ -21,10 +23,11 @@ use anyhow::Context;
 use hdrhistogram::Histogram;
 
 use crate::run::{
-    ClientCheck, ErrorCounts, LatencySummary, LoadResults, Second, Spread, ThreadCpu,
+    ClientCheck, ErrorCounts, LatencySummary, LoadResults, Phases, Second, Spread, ThreadCpu,
 };
-use crate::spec::{RequestBytes, Spec, Target};
+use crate::spec::{HttpVersion, RequestBytes, Spec, Target};
 use crate::sys::thread_cpu::ThreadCpuSample;
+use h2::frame::RequestFrames;
 use stats::{latency_histogram, ErrorKind, ThreadStats, Tick};
 use transport::{Plain, Tls, TlsConfig, Transport};
 use worker::{Budget, Worker};
@@ -67,12 +70,28 @@ pub fn run(
     stop: Arc<AtomicBool>,
     progress: &mut dyn Progress,
 ) -> anyhow::Result<Outcome> {
+    const H2: &[u8] = b"h2";
+    const H1: &[u8] = b"http/1.1";
+    let mut h2 = spec.http == HttpVersion::H2;
     if target.tls {
-        let cfg = TlsConfig::new(&target.host, spec.insecure)?;
-        cfg.probe(addr, spec.timeout())?;
-        run_with::<Tls>(spec, target, addr, body, cfg, stop, progress)
+        let offer: &[&[u8]] = match spec.http {
+            HttpVersion::H2 => &[H2],
+            HttpVersion::H1 => &[H1],
+            // Open loop is HTTP/1.1 only for now.
+            HttpVersion::Auto if spec.rate.is_some() => &[H1],
+            HttpVersion::Auto => &[H2, H1],
+        };
+        let cfg = TlsConfig::new(&target.host, spec.insecure, offer)?;
+        let chosen = cfg.probe(addr, spec.timeout())?;
+        h2 = chosen.as_deref() == Some(H2);
+        if spec.http == HttpVersion::H2 && !h2 {
+            anyhow::bail!("{addr} did not choose HTTP/2 by ALPN (h2) — drop --h2 to use HTTP/1.1");
+        }
+        // Every connection offers only what the probe saw chosen: one protocol per run.
+        let cfg = cfg.only(if h2 { H2 } else { H1 });
+        run_with::<Tls>(spec, target, addr, body, h2, cfg, stop, progress)
     } else {
-        run_with::<Plain>(spec, target, addr, body, (), stop, progress)
+        run_with::<Plain>(spec, target, addr, body, h2, (), stop, progress)
     }
 }
 
@@ -83,20 +102,33 @@ struct ThreadEnd {
     ended: Instant,
 }
 
+#[allow(clippy::too_many_arguments)]
 fn run_with<T: Transport + 'static>(
     spec: &Spec,
     target: &Target,
     addr: SocketAddr,
     body: &[u8],
+    h2: bool,
     tconf: T::Config,
     stop: Arc<AtomicBool>,
     progress: &mut dyn Progress,
 ) -> anyhow::Result<Outcome> {
     let request = Arc::new(RequestBytes::build(spec, target, body));
+    let frames = match h2 {
+        true => Some(Arc::new(
+            RequestFrames::build(spec, target, body).map_err(|e| anyhow::anyhow!(e))?,
+        )),
+        false => None,
+    };
+    // An HTTP/2 frame (up to 16 KiB + its header) must fit a connection's buffer whole.
+    let read_buffer = match h2 {
+        true => read_buffer_size(spec.connections).max(32 * 1024),
+        false => read_buffer_size(spec.connections),
+    };
+    let streams = if h2 { spec.max_concurrent_streams } else { 1 };
     let budget = Arc::new(Budget::new(spec.requests));
     let threads = spec.threads as usize;
     let timeout = spec.timeout();
-    let read_buffer = read_buffer_size(spec.connections);
     let (tx, rx) = mpsc::channel::<Tick>();
     let start = Instant::now();
     let deadline = spec.duration_s.map(|d| start + Duration::from_secs_f64(d));
@@ -114,6 +146,8 @@ fn run_with<T: Transport + 'static>(
             addr,
             transport: tconf.clone(),
             request: request.clone(),
+            h2: frames.clone(),
+            streams,
             connreqs: spec.connreqs,
             // Each connection carries connections/rate of the schedule.
             pace: spec
@@ -192,7 +226,11 @@ fn run_with<T: Transport + 'static>(
         None => elapsed.as_secs_f64().max(1e-9),
     };
     let (seconds, per_thread_rates) = timeline.finish(duration_s);
-    let results = results_from(spec, merged, duration_s, seconds, &per_thread_rates);
+    let mut results = results_from(spec, target, merged, duration_s, seconds, &per_thread_rates);
+    if h2 {
+        results.protocol = "h2".into();
+        results.streams_per_connection = streams;
+    }
     Ok(Outcome {
         results,
         client: client_check(cpus),
@@ -201,6 +239,7 @@ fn run_with<T: Transport + 'static>(
 
 fn results_from(
     spec: &Spec,
+    target: &Target,
     s: ThreadStats,
     duration_s: f64,
     timeline: Vec<Second>,
@@ -236,6 +275,7 @@ fn results_from(
             write: e(ErrorKind::Write),
             timeout: e(ErrorKind::Timeout),
             parse: e(ErrorKind::Parse),
+            reset: e(ErrorKind::Reset),
         },
         connect_errors,
         status_codes,
@@ -244,9 +284,21 @@ fn results_from(
         in_flight_at_end: s.in_flight,
         keepalive_closed: s.keepalive_closed,
         unsolicited: s.unsolicited,
+        protocol: "http/1.1".into(),
+        streams_per_connection: 1,
+        goaway_received: s.goaway,
         requests_per_connection: spec.connreqs,
         latency: LatencySummary::from_histogram(&s.latency, spec.rate.is_some()),
         connect_time: LatencySummary::from_histogram(&s.connect_time, false),
+        phases: Some(Phases {
+            dns_us: target.resolve_us,
+            connect: LatencySummary::from_histogram(&s.phases.tcp_connect, false),
+            tls_handshake: target
+                .tls
+                .then(|| LatencySummary::from_histogram(&s.phases.tls_handshake, false)),
+            ttfb: LatencySummary::from_histogram(&s.phases.ttfb, false),
+            body: LatencySummary::from_histogram(&s.phases.body, false),
+        }),
         thread_requests_per_s: Spread::of(per_thread_rates),
         timeline,
     }
@@ -266,6 +318,7 @@ pub fn errno_name(errno: i32) -> String {
         libc::EAGAIN => "EAGAIN",
         libc::ENOBUFS => "ENOBUFS",
         libc::EPIPE => "EPIPE",
+        libc::EPROTO => "EPROTO",
         0 => "other",
         _ => return format!("errno {errno}"),
     };

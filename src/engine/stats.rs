@@ -16,11 +16,13 @@ pub enum ErrorKind {
     Write = 2,
     /// No complete response within `--timeout`.
     Timeout = 3,
-    /// The response was not valid HTTP/1.x (or was cut short).
+    /// The response was not valid HTTP/1.x or HTTP/2 (or was cut short).
     Parse = 4,
+    /// HTTP/2: the server reset the request's stream (RST_STREAM); the connection goes on.
+    Reset = 5,
 }
 
-pub const ERROR_KINDS: usize = 5;
+pub const ERROR_KINDS: usize = 6;
 
 /// Status codes are counted in a fixed array indexed by code: no map, no allocation.
 pub const STATUS_SLOTS: usize = 1000;
@@ -51,11 +53,59 @@ pub struct ThreadStats {
     pub keepalive_closed: u64,
     /// Responses followed by bytes the server sent unasked (see `LoadResults`).
     pub unsolicited: u64,
+    /// HTTP/2 GOAWAY frames received (the connection is replaced; not an error).
+    pub goaway: u64,
     /// Request latency, µs: from the first byte of the request written to the last byte
     /// of the response read.
     pub latency: Histogram<u64>,
     /// Connection set-up time, µs (including the TLS handshake).
     pub connect_time: Histogram<u64>,
+    /// Time by phase, µs: where each request's and connection's time went.
+    pub phases: PhaseHistograms,
+}
+
+/// One HdrHistogram per phase, recorded as the phase ends: fixed memory, no list of
+/// samples, merged after join like the latency histogram.
+#[derive(Debug, Clone)]
+pub struct PhaseHistograms {
+    /// TCP connect: `connect()` to the socket connected, per new connection.
+    pub tcp_connect: Histogram<u64>,
+    /// TLS handshake: TCP connected to handshake done, per new https connection.
+    pub tls_handshake: Histogram<u64>,
+    /// Time to first byte: the request's first byte written to the response's first
+    /// byte read, per response.
+    pub ttfb: Histogram<u64>,
+    /// Body: the response's first byte read to its last, per response (0 when the
+    /// whole response came in one read).
+    pub body: Histogram<u64>,
+}
+
+impl PhaseHistograms {
+    fn new(max: Duration) -> PhaseHistograms {
+        PhaseHistograms {
+            tcp_connect: latency_histogram(max),
+            tls_handshake: latency_histogram(max),
+            ttfb: latency_histogram(max),
+            body: latency_histogram(max),
+        }
+    }
+
+    fn merge(&mut self, o: &PhaseHistograms) {
+        for (a, b) in [
+            (&mut self.tcp_connect, &o.tcp_connect),
+            (&mut self.tls_handshake, &o.tls_handshake),
+            (&mut self.ttfb, &o.ttfb),
+            (&mut self.body, &o.body),
+        ] {
+            a.add(b).expect("histograms share bounds");
+        }
+    }
+}
+
+/// µs between two instants, for a histogram (saturating: never negative).
+#[inline]
+pub fn us_between(from: std::time::Instant, to: std::time::Instant) -> u64 {
+    to.saturating_duration_since(from).as_micros() as u64
 }
 
 impl ThreadStats {
@@ -70,8 +120,10 @@ impl ThreadStats {
             in_flight: 0,
             keepalive_closed: 0,
             unsolicited: 0,
+            goaway: 0,
             latency: latency_histogram(max_latency),
             connect_time: latency_histogram(max_latency),
+            phases: PhaseHistograms::new(max_latency),
         }
     }
 
@@ -99,6 +151,7 @@ impl ThreadStats {
         self.in_flight += other.in_flight;
         self.keepalive_closed += other.keepalive_closed;
         self.unsolicited += other.unsolicited;
+        self.goaway += other.goaway;
         self.bytes_read += other.bytes_read;
         for (a, b) in self.errors.iter_mut().zip(other.errors.iter()) {
             *a += b;
@@ -119,6 +172,7 @@ impl ThreadStats {
         self.connect_time
             .add(&other.connect_time)
             .expect("histograms share bounds");
+        self.phases.merge(&other.phases);
     }
 }
 

@@ -21,6 +21,8 @@ pub trait Transport: Sized {
     /// a new epoll event for every segment that arrives after the read. Not of TLS, where
     /// rustls may hold decrypted bytes the socket no longer has.
     const SHORT_READ_DRAINS: bool;
+    /// Set-up includes a TLS handshake after the TCP connect (its own timed phase).
+    const TLS: bool;
 
     /// Starts a non-blocking connect.
     fn connect(addr: SocketAddr, config: &Self::Config) -> io::Result<Self>;
@@ -29,6 +31,12 @@ pub trait Transport: Sized {
     /// Drives connection set-up (TCP connect, TLS handshake). `Ok(true)` once application
     /// data can flow, `Ok(false)` while waiting, `Err` when set-up failed.
     fn establish(&mut self) -> io::Result<bool>;
+    /// The TCP connect has finished (the handshake, if any, may still be under way).
+    fn tcp_up(&self) -> bool;
+    /// The application protocol TLS's ALPN chose (`h2`), if any.
+    fn alpn(&self) -> Option<&[u8]> {
+        None
+    }
     fn read(&mut self, buf: &mut [u8]) -> io::Result<usize>;
     fn write(&mut self, buf: &[u8]) -> io::Result<usize>;
     /// Pushes out bytes buffered inside the transport (TLS records). `Ok(true)` when
@@ -66,6 +74,7 @@ pub struct Plain {
 impl Transport for Plain {
     type Config = ();
     const SHORT_READ_DRAINS: bool = true;
+    const TLS: bool = false;
 
     fn connect(addr: SocketAddr, _: &()) -> io::Result<Self> {
         Ok(Plain {
@@ -81,6 +90,9 @@ impl Transport for Plain {
             self.connected = tcp_connected(&self.stream)?;
         }
         Ok(self.connected)
+    }
+    fn tcp_up(&self) -> bool {
+        self.connected
     }
     fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
         self.stream.read(buf)
@@ -102,12 +114,13 @@ pub struct TlsConfig {
 
 impl TlsConfig {
     /// Builds the client configuration: web PKI roots, or no verification at all when
-    /// `insecure` (for self-signed test servers, like `curl -k`).
-    pub fn new(host: &str, insecure: bool) -> anyhow::Result<TlsConfig> {
+    /// `insecure` (for self-signed test servers, like `curl -k`); `alpn` = the
+    /// application protocols offered, in order of preference (`h2`, `http/1.1`).
+    pub fn new(host: &str, insecure: bool, alpn: &[&[u8]]) -> anyhow::Result<TlsConfig> {
         let provider = Arc::new(rustls::crypto::ring::default_provider());
         let builder = rustls::ClientConfig::builder_with_provider(provider.clone())
             .with_safe_default_protocol_versions()?;
-        let client = if insecure {
+        let mut client = if insecure {
             builder
                 .dangerous()
                 .with_custom_certificate_verifier(Arc::new(NoVerify(provider)))
@@ -118,6 +131,7 @@ impl TlsConfig {
             };
             builder.with_root_certificates(roots).with_no_client_auth()
         };
+        client.alpn_protocols = alpn.iter().map(|p| p.to_vec()).collect();
         let server_name = ServerName::try_from(host.to_string())
             .map_err(|e| anyhow::anyhow!("invalid TLS server name `{host}`: {e}"))?;
         Ok(TlsConfig {
@@ -130,17 +144,36 @@ impl TlsConfig {
 impl TlsConfig {
     /// One blocking handshake before the load, so a certificate the client refuses fails
     /// the run at once with a hint, instead of a run made only of connect errors.
-    pub fn probe(&self, addr: SocketAddr, timeout: std::time::Duration) -> anyhow::Result<()> {
+    /// Returns the protocol ALPN chose (`h2`), if any.
+    pub fn probe(
+        &self,
+        addr: SocketAddr,
+        timeout: std::time::Duration,
+    ) -> anyhow::Result<Option<Vec<u8>>> {
         let mut tcp = std::net::TcpStream::connect_timeout(&addr, timeout)?;
         tcp.set_read_timeout(Some(timeout))?;
         tcp.set_write_timeout(Some(timeout))?;
         let mut tls = rustls::ClientConnection::new(self.client.clone(), self.server_name.clone())?;
         while tls.is_handshaking() {
             if let Err(e) = tls.complete_io(&mut tcp) {
-                let cert = e
+                let rustls_error = e
                     .get_ref()
-                    .and_then(|inner| inner.downcast_ref::<rustls::Error>())
-                    .is_some_and(|r| matches!(r, rustls::Error::InvalidCertificate(_)));
+                    .and_then(|inner| inner.downcast_ref::<rustls::Error>());
+                let cert =
+                    rustls_error.is_some_and(|r| matches!(r, rustls::Error::InvalidCertificate(_)));
+                let no_alpn = rustls_error.is_some_and(|r| {
+                    matches!(
+                        r,
+                        rustls::Error::AlertReceived(
+                            rustls::AlertDescription::NoApplicationProtocol
+                        )
+                    )
+                });
+                if no_alpn && self.client.alpn_protocols == [b"h2".to_vec()] {
+                    anyhow::bail!(
+                        "{addr} did not choose HTTP/2 by ALPN (h2) — drop --h2 to use HTTP/1.1"
+                    );
+                }
                 anyhow::bail!(
                     "TLS handshake with {addr} failed: {e}{}",
                     if cert {
@@ -151,7 +184,17 @@ impl TlsConfig {
                 );
             }
         }
-        Ok(())
+        Ok(tls.alpn_protocol().map(|p| p.to_vec()))
+    }
+
+    /// The same configuration offering only `protocol` by ALPN.
+    pub fn only(&self, protocol: &[u8]) -> TlsConfig {
+        let mut client = (*self.client).clone();
+        client.alpn_protocols = vec![protocol.to_vec()];
+        TlsConfig {
+            client: Arc::new(client),
+            server_name: self.server_name.clone(),
+        }
     }
 }
 
@@ -176,6 +219,7 @@ impl Tls {
 impl Transport for Tls {
     type Config = TlsConfig;
     const SHORT_READ_DRAINS: bool = false;
+    const TLS: bool = true;
 
     fn connect(addr: SocketAddr, config: &TlsConfig) -> io::Result<Self> {
         let tls = rustls::ClientConnection::new(config.client.clone(), config.server_name.clone())
@@ -213,6 +257,12 @@ impl Transport for Tls {
         }
         self.flush()?;
         Ok(true)
+    }
+    fn tcp_up(&self) -> bool {
+        self.tcp_up
+    }
+    fn alpn(&self) -> Option<&[u8]> {
+        self.tls.alpn_protocol()
     }
     fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
         loop {

@@ -1,8 +1,9 @@
 //! One worker thread: an event loop (mio/epoll, edge-triggered) over its share of the
-//! connections, each with one request in flight (closed loop).
+//! connections, each with one request in flight (closed loop) over HTTP/1.1 (`h1.rs`),
+//! or up to `--max-concurrent-streams` over HTTP/2 (`h2/`).
 //!
-//! Per request the loop does only the socket I/O, two clock reads and a histogram
-//! record: the request bytes were built before the run, each connection owns its read
+//! Per request the loop does only the socket I/O, two clock reads and three histogram
+//! records (latency, time to first byte, body): the request bytes were built before the run, each connection owns its read
 //! buffer, and counters live in this thread until it ends. Time-based work (timeouts,
 //! retries, the per-second tick) runs from the loop, not per request.
 
@@ -19,7 +20,8 @@ use hdrhistogram::Histogram;
 use mio::{Events, Interest, Poll, Token};
 
 use super::conn::{Conn, Next, Phase};
-use super::http::{Complete, ResponseParser};
+use super::h2::frame::RequestFrames;
+use super::http::ResponseParser;
 use super::pace::PaceTimer;
 use super::stats::{latency_histogram, ErrorKind, ThreadStats, Tick};
 use super::transport::Transport;
@@ -42,7 +44,7 @@ impl Budget {
         Budget(requests.map(|n| AtomicI64::new(n.min(i64::MAX as u64) as i64)))
     }
     #[inline]
-    fn claim(&self) -> bool {
+    pub(super) fn claim(&self) -> bool {
         match &self.0 {
             None => true,
             Some(left) => left.fetch_sub(1, Ordering::Relaxed) > 0,
@@ -57,6 +59,11 @@ pub struct Worker<T: Transport> {
     pub addr: SocketAddr,
     pub transport: T::Config,
     pub request: Arc<RequestBytes>,
+    /// The request as HTTP/2 frames when the run speaks HTTP/2 (h2c with prior
+    /// knowledge, or TLS where ALPN chose `h2`); `None` = HTTP/1.1.
+    pub h2: Option<Arc<RequestFrames>>,
+    /// HTTP/2: requests in flight per connection.
+    pub streams: u32,
     pub connreqs: Option<u32>,
     /// Open loop: each connection sends a request every `pace` (connections ÷ rate),
     /// on schedule whatever the responses do; latency is measured from the scheduled
@@ -86,18 +93,18 @@ pub struct LiveCount {
     pub errors: std::sync::atomic::AtomicU64,
 }
 
-struct Loop<'a, T: Transport> {
-    w: &'a Worker<T>,
-    poll: Poll,
-    stats: ThreadStats,
-    interval: Histogram<u64>,
-    interval_responses: u64,
-    interval_errors: u64,
-    interval_bytes: u64,
+pub(super) struct Loop<'a, T: Transport> {
+    pub(super) w: &'a Worker<T>,
+    pub(super) poll: Poll,
+    pub(super) stats: ThreadStats,
+    pub(super) interval: Histogram<u64>,
+    pub(super) interval_responses: u64,
+    pub(super) interval_errors: u64,
+    pub(super) interval_bytes: u64,
     /// Connections not yet `Done`.
-    live: usize,
+    pub(super) live: usize,
     /// Open loop: (due time, slot) of connections waiting in `Paced`, earliest first.
-    paced: BinaryHeap<Reverse<(Instant, usize)>>,
+    pub(super) paced: BinaryHeap<Reverse<(Instant, usize)>>,
 }
 
 impl<T: Transport> Worker<T> {
@@ -132,6 +139,11 @@ impl<T: Transport> Worker<T> {
                 since: self.start,
                 intended: self.start,
                 // Staggered so the connections' requests interleave evenly.
+                h2: None,
+                tcp_up: false,
+                tcp_at: self.start,
+                got_first: false,
+                first_at: self.start,
                 due: self.start + self.pace.map_or(Duration::ZERO, |p| p * i as u32 / n),
                 idx: i,
             })
@@ -228,8 +240,13 @@ impl<T: Transport> Worker<T> {
         // Requests on the wire when time ran out: accounted, neither response nor error.
         lp.stats.in_flight = conns
             .iter()
-            .filter(|c| c.phase == Phase::Reading || (c.phase == Phase::Writing && c.written > 0))
-            .count() as u64;
+            .map(|c| match c.phase {
+                Phase::Reading => 1,
+                Phase::Writing if c.written > 0 => 1,
+                Phase::H2 => c.h2.as_ref().map_or(0, |h| h.streams.len() as u64),
+                _ => 0,
+            })
+            .sum();
         lp.tick(second_of(self.start, next_tick), true);
         Ok(lp.stats)
     }
@@ -253,6 +270,7 @@ impl<T: Transport> Loop<'_, T> {
         c.sent = 0;
         c.drained = true;
         c.hup = false;
+        c.tcp_up = false;
         if !c.permit {
             if !self.w.budget.claim() {
                 self.finish(c);
@@ -278,7 +296,7 @@ impl<T: Transport> Loop<'_, T> {
         }
     }
 
-    fn finish(&mut self, c: &mut Conn<T>) {
+    pub(super) fn finish(&mut self, c: &mut Conn<T>) {
         c.transport = None;
         if c.phase != Phase::Done {
             c.phase = Phase::Done;
@@ -288,7 +306,7 @@ impl<T: Transport> Loop<'_, T> {
 
     /// A connect failed: the request it was opened for is spent as a connect error, and
     /// the slot retries after a pause.
-    fn connect_failed(&mut self, c: &mut Conn<T>, e: &io::Error, now: Instant) {
+    pub(super) fn connect_failed(&mut self, c: &mut Conn<T>, e: &io::Error, now: Instant) {
         c.transport = None;
         c.permit = false;
         self.stats.connect_error(e.raw_os_error().unwrap_or(0));
@@ -298,7 +316,7 @@ impl<T: Transport> Loop<'_, T> {
     }
 
     /// A request in flight failed: count it, drop the connection, open another.
-    fn request_failed(&mut self, kind: ErrorKind) -> Next {
+    pub(super) fn request_failed(&mut self, kind: ErrorKind) -> Next {
         self.stats.errors[kind as usize] += 1;
         self.interval_errors += 1;
         Next::Reopen
@@ -307,7 +325,7 @@ impl<T: Transport> Loop<'_, T> {
     /// Begins the next request on an established connection, if the budget allows.
     /// In open loop, a request not yet due parks the connection in `Paced` (still `true`:
     /// the connection lives on).
-    fn start_request(&mut self, c: &mut Conn<T>, now: Instant) -> bool {
+    pub(super) fn start_request(&mut self, c: &mut Conn<T>, now: Instant) -> bool {
         if self.w.pace.is_some() && c.due > now {
             c.phase = Phase::Paced;
             self.paced.push(Reverse((c.due, c.idx)));
@@ -320,6 +338,7 @@ impl<T: Transport> Loop<'_, T> {
         c.sent += 1;
         c.last = self.w.connreqs.is_some_and(|n| c.sent >= n);
         c.written = 0;
+        c.got_first = false;
         c.since = now;
         c.intended = now;
         if let Some(pace) = self.w.pace {
@@ -352,185 +371,6 @@ impl<T: Transport> Loop<'_, T> {
         }
     }
 
-    /// Drives one connection until it must wait for the socket.
-    fn step(&mut self, c: &mut Conn<T>, now: Instant) -> Next {
-        loop {
-            let Some(t) = c.transport.as_mut() else {
-                return Next::Wait;
-            };
-            match c.phase {
-                Phase::Retry | Phase::Done | Phase::Paced => return Next::Wait,
-                Phase::Connecting => match t.establish() {
-                    Ok(false) => return Next::Wait,
-                    Ok(true) => {
-                        self.stats.connections += 1;
-                        let us = now.saturating_duration_since(c.since).as_micros() as u64;
-                        self.stats.connect_time.saturating_record(us.max(1));
-                        if !self.start_request(c, now) {
-                            self.finish(c);
-                            return Next::Wait;
-                        }
-                    }
-                    Err(e) => {
-                        self.connect_failed(c, &e, now);
-                        return Next::Retry;
-                    }
-                },
-                Phase::Writing => {
-                    let req = if c.last {
-                        &self.w.request.last
-                    } else {
-                        &self.w.request.keep
-                    };
-                    if c.written < req.len() {
-                        match t.write(&req[c.written..]) {
-                            Ok(0) => return self.request_failed(ErrorKind::Write),
-                            Ok(n) => c.written += n,
-                            Err(e) if e.kind() == io::ErrorKind::WouldBlock => return Next::Wait,
-                            Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
-                            Err(_) => return self.request_failed(ErrorKind::Write),
-                        }
-                    } else {
-                        match t.flush() {
-                            Ok(true) => {
-                                c.phase = Phase::Reading;
-                                // Nothing can be waiting yet: the response to this
-                                // request will arrive as a new event.
-                                if T::SHORT_READ_DRAINS && c.drained {
-                                    return Next::Wait;
-                                }
-                            }
-                            Ok(false) => return Next::Wait,
-                            Err(_) => return self.request_failed(ErrorKind::Write),
-                        }
-                    }
-                }
-                Phase::Reading => {
-                    let space = c.buf.len() - c.pending;
-                    let n = match t.read(&mut c.buf[c.pending..]) {
-                        Ok(n) => n,
-                        Err(e) if e.kind() == io::ErrorKind::WouldBlock => return Next::Wait,
-                        Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
-                        // A reset instead of a FIN before any byte of the response on
-                        // a reused connection (our request reached a socket the server
-                        // was closing): the same end of keep-alive as an EOF there.
-                        Err(e)
-                            if e.kind() == io::ErrorKind::ConnectionReset
-                                && c.sent > 1
-                                && c.pending == 0
-                                && c.parser.is_idle() =>
-                        {
-                            return self.on_eof(c, now);
-                        }
-                        Err(_) => return self.request_failed(ErrorKind::Read),
-                    };
-                    self.stats.bytes_read += n as u64;
-                    self.interval_bytes += n as u64;
-                    if n == 0 {
-                        return self.on_eof(c, now);
-                    }
-                    c.drained = n < space && !c.hup;
-                    let end = c.pending + n;
-                    match c.parser.feed(&c.buf[..end]) {
-                        Err(_) => return self.request_failed(ErrorKind::Parse),
-                        Ok(fed) => {
-                            let left = end - fed.consumed;
-                            match fed.complete {
-                                Some(done) => {
-                                    c.pending = 0;
-                                    if left > 0 {
-                                        // Bytes after the response to the only request in
-                                        // flight (two responses for one request): the
-                                        // response counts, the extra is the server's
-                                        // protocol error, and the framing is lost.
-                                        self.record(c, &done, now);
-                                        self.stats.unsolicited += 1;
-                                        return Next::Reopen;
-                                    }
-                                    if let Some(next) = self.on_response(c, done, now) {
-                                        return next;
-                                    }
-                                }
-                                None => {
-                                    if left == c.buf.len() {
-                                        // A head or line larger than the whole buffer.
-                                        return self.request_failed(ErrorKind::Parse);
-                                    }
-                                    c.buf.copy_within(fed.consumed..end, 0);
-                                    c.pending = left;
-                                    if T::SHORT_READ_DRAINS && c.drained {
-                                        return Next::Wait;
-                                    }
-                                }
-                            }
-                        }
-                    }
-                }
-                Phase::Draining => match t.read(&mut c.buf) {
-                    Ok(0) => return Next::Reopen,
-                    // Bytes after the last response are ignored; we only wait for the FIN.
-                    Ok(_) => {}
-                    Err(e) if e.kind() == io::ErrorKind::WouldBlock => return Next::Wait,
-                    Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
-                    Err(_) => return Next::Reopen,
-                },
-            }
-        }
-    }
-
-    /// Records a complete response and decides what the connection does next.
-    /// `None` means: keep going on this connection (the next request was started).
-    fn on_response(&mut self, c: &mut Conn<T>, done: Complete, now: Instant) -> Option<Next> {
-        self.record(c, &done, now);
-        if c.last || !done.keep_alive {
-            c.phase = Phase::Draining;
-            c.since = now;
-            return None;
-        }
-        if self.start_request(c, now) {
-            None
-        } else {
-            self.finish(c);
-            Some(Next::Wait)
-        }
-    }
-
-    /// Counts a complete response: its latency and status.
-    fn record(&mut self, c: &Conn<T>, done: &Complete, now: Instant) {
-        let us = now.saturating_duration_since(c.intended).as_micros() as u64;
-        self.stats.latency.saturating_record(us.max(1));
-        self.interval.saturating_record(us.max(1));
-        self.stats.responses += 1;
-        self.interval_responses += 1;
-        self.stats.status(done.status);
-    }
-
-    fn on_eof(&mut self, c: &mut Conn<T>, now: Instant) -> Next {
-        if c.pending > 0 {
-            return self.request_failed(ErrorKind::Parse);
-        }
-        match c.parser.eof() {
-            Ok(Some(done)) => {
-                // The connection is closed either way: the response ended with it.
-                self.on_response(c, done, now);
-                Next::Reopen
-            }
-            // Closed before any byte of the response on a reused connection: the server
-            // ended keep-alive (idle timeout, keepalive_requests) without saying so.
-            // Not a failure: retried once on a new connection, as browsers do for
-            // idempotent requests (the budget unit is kept for it).
-            Ok(None) if c.sent > 1 => {
-                self.stats.keepalive_closed += 1;
-                c.permit = true;
-                Next::Reopen
-            }
-            // Closed before any byte of the first response: the server dropped the
-            // connection (wrk counts this as a read error too).
-            Ok(None) => self.request_failed(ErrorKind::Read),
-            Err(_) => self.request_failed(ErrorKind::Parse),
-        }
-    }
-
     /// Time-based checks for one connection: request/connect timeouts and retries.
     fn sweep(&mut self, c: &mut Conn<T>, i: usize, now: Instant) {
         let age = now.saturating_duration_since(c.since);
@@ -546,6 +386,17 @@ impl<T: Transport> Loop<'_, T> {
                 self.open(c, i, now);
             }
             Phase::Draining if age >= self.w.timeout => self.open(c, i, now),
+            Phase::H2 => {
+                // The oldest stream in flight sets the timeout; with none in flight, the
+                // time since the connection last made progress.
+                let oldest =
+                    c.h2.as_ref()
+                        .and_then(|h| h.streams.iter().map(|s| s.since).min());
+                if now.saturating_duration_since(oldest.unwrap_or(c.since)) >= self.w.timeout {
+                    self.h2_fail(c, ErrorKind::Timeout);
+                    self.open(c, i, now);
+                }
+            }
             _ => {}
         }
     }

@@ -124,6 +124,7 @@ pub fn page(run: &Run) -> String {
     findings(&mut o, run);
     timeline(&mut o, run);
     spectrum(&mut o, run);
+    phases(&mut o, run);
     machine::machine(&mut o, run);
     machine::tcp_counters(&mut o, run);
     server_config(&mut o, run);
@@ -274,6 +275,34 @@ fn spectrum(o: &mut String, run: &Run) {
             points,
         }],
     ));
+}
+
+/// Where each request's time went: one row per phase, p50/p99/max and how many values.
+fn phases(o: &mut String, run: &Run) {
+    let Some(p) = &run.results.phases else { return };
+    let _ = write!(
+        o,
+        "<h2>Phases</h2><p>Name lookup (once): {}.</p><table><tr><th>phase</th><th>count</th><th>p50</th><th>p99</th><th>max</th></tr>",
+        fmt_us(p.dns_us as f64)
+    );
+    let rows = [
+        ("TCP connect", Some(&p.connect)),
+        ("TLS handshake", p.tls_handshake.as_ref()),
+        ("time to first byte", Some(&p.ttfb)),
+        ("body", Some(&p.body)),
+    ];
+    for (name, l) in rows.iter().filter_map(|(n, l)| Some((n, (*l)?))) {
+        let at = |q| fmt_us(l.at(q).unwrap_or(0) as f64);
+        let _ = write!(
+            o,
+            "<tr><td>{name}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td></tr>",
+            l.count,
+            at(50.0),
+            at(99.0),
+            fmt_us(l.max_us as f64)
+        );
+    }
+    o.push_str("</table>");
 }
 
 /// The server's configuration as loadlens read it (`nginx -T`, Apache's or HAProxy's

@@ -31,6 +31,14 @@ pub fn render(run: &Run, latency: bool) -> String {
         } + &match s.rate {
             Some(r) => format!(", {r:.0} requests/s scheduled"),
             None => String::new(),
+        } + &if r.protocol == "h2" {
+            format!(
+                ", HTTP/2 with {} stream{} per connection",
+                r.streams_per_connection,
+                plural(r.streams_per_connection as u64)
+            )
+        } else {
+            String::new()
         }
     );
     let _ = writeln!(
@@ -69,6 +77,9 @@ pub fn render(run: &Run, latency: bool) -> String {
         r.duration_s,
         fmt_bytes(r.bytes_read as f64)
     );
+    if let Some(line) = phase_line(r) {
+        let _ = writeln!(o, "{line}");
+    }
     if r.in_flight_at_end > 0 {
         let _ = writeln!(
             o,
@@ -108,6 +119,16 @@ pub fn render(run: &Run, latency: bool) -> String {
     }
     if e.parse > 0 {
         let _ = writeln!(o, "  Malformed or truncated responses: {}", e.parse);
+    }
+    if e.reset > 0 {
+        let _ = writeln!(o, "  Streams reset by the server (RST_STREAM): {}", e.reset);
+    }
+    if r.goaway_received > 0 {
+        let _ = writeln!(
+            o,
+            "  GOAWAY received: {} (connections replaced; unprocessed requests sent again, not errors)",
+            r.goaway_received
+        );
     }
     if r.non_2xx_3xx > 0 {
         let _ = writeln!(o, "  Non-2xx or 3xx responses: {}", r.non_2xx_3xx);
@@ -195,6 +216,40 @@ fn percentile_lines(o: &mut String, l: &LatencySummary) {
             format!("{:>6}%", p.p)
         };
         let _ = writeln!(o, "  {label:>7}{:>10}", fmt_us(p.us as f64));
+    }
+}
+
+/// The compact phase line: p50/p99 of each phase that has values, e.g.
+/// `  Phases p50/p99  dns 3us  connect 41us/180us  tls 1.2ms/3.1ms  ttfb 80us/400us  body 0us/12us`.
+pub fn phase_line(r: &crate::run::LoadResults) -> Option<String> {
+    let p = r.phases.as_ref()?;
+    let mut line = format!("  Phases p50/p99  dns {}", short_us(p.dns_us));
+    let mut any = false;
+    let named = [
+        ("connect", Some(&p.connect)),
+        ("tls", p.tls_handshake.as_ref()),
+        ("ttfb", Some(&p.ttfb)),
+        ("body", Some(&p.body)),
+    ];
+    for (name, l) in named {
+        let Some(l) = l.filter(|l| l.count > 0) else {
+            continue;
+        };
+        any = true;
+        let at = |q| short_us(l.at(q).unwrap_or(0));
+        let _ = write!(line, "  {name} {}/{}", at(50.0), at(99.0));
+    }
+    any.then_some(line)
+}
+
+/// A phase time in few characters: `41us`, `1.2ms`, `2.31s`.
+fn short_us(us: u64) -> String {
+    if us < 1000 {
+        format!("{us}us")
+    } else if us < 1_000_000 {
+        format!("{:.1}ms", us as f64 / 1e3)
+    } else {
+        format!("{:.2}s", us as f64 / 1e6)
     }
 }
 

@@ -50,6 +50,16 @@ pub struct LoadResults {
     /// requests sent still holds), and the connection is reopened (its framing is lost).
     #[serde(default)]
     pub unsolicited: u64,
+    /// The protocol the requests were sent with: `http/1.1` or `h2`.
+    #[serde(default = "http1")]
+    pub protocol: String,
+    /// HTTP/2: requests in flight per connection (1 for HTTP/1.1).
+    #[serde(default = "one")]
+    pub streams_per_connection: u32,
+    /// HTTP/2 GOAWAY frames received: each ended its connection (not an error); the
+    /// streams the server had not processed were sent again on a new connection.
+    #[serde(default)]
+    pub goaway_received: u64,
     /// Requests per connection in force (`--connreqs`); `None` = keep-alive as long as
     /// the server allows.
     pub requests_per_connection: Option<u32>,
@@ -58,10 +68,44 @@ pub struct LoadResults {
     pub latency: LatencySummary,
     /// Connection set-up time (TCP connect, plus the TLS handshake for https).
     pub connect_time: LatencySummary,
+    /// Where the time went, phase by phase (`None` in Runs recorded before phases were
+    /// measured).
+    #[serde(default)]
+    pub phases: Option<Phases>,
     /// Per-thread responses per second, sampled each second (wrk's "Req/Sec" line).
     pub thread_requests_per_s: Spread,
     /// One entry per second of the load.
     pub timeline: Vec<Second>,
+}
+
+/// Time by phase: name resolution once per run, then per new connection the TCP
+/// connect and the TLS handshake, and per response the time to first byte and the body.
+/// Each phase is an HdrHistogram filled by the workers (no per-request samples).
+#[derive(Debug, Clone, Serialize, Deserialize, schemars::JsonSchema)]
+pub struct Phases {
+    /// Resolving the URL's host to addresses, once before the load, µs (for an IP
+    /// address only its parsing: no lookup is made).
+    pub dns_us: u64,
+    /// TCP connect: `connect()` called to the socket connected, one value per new
+    /// connection (failed connects are connect errors, not values here).
+    pub connect: LatencySummary,
+    /// TLS handshake: TCP connected to handshake done, one value per https connection
+    /// established; `None` for plain http.
+    pub tls_handshake: Option<LatencySummary>,
+    /// Time to first byte: the request's first byte written to the first byte of its
+    /// response read, one value per response.
+    pub ttfb: LatencySummary,
+    /// Body: the response's first byte read to its last, one value per response (0 µs
+    /// when the whole response arrived in one read).
+    pub body: LatencySummary,
+}
+
+fn http1() -> String {
+    "http/1.1".into()
+}
+
+fn one() -> u32 {
+    1
 }
 
 /// Failures by class.
@@ -79,11 +123,15 @@ pub struct ErrorCounts {
     pub timeout: u64,
     /// The response was malformed or cut short.
     pub parse: u64,
+    /// HTTP/2: the server reset the request's stream (RST_STREAM); its connection
+    /// went on.
+    #[serde(default)]
+    pub reset: u64,
 }
 
 impl ErrorCounts {
     pub fn total(&self) -> u64 {
-        self.connect + self.read + self.write + self.timeout + self.parse
+        self.connect + self.read + self.write + self.timeout + self.parse + self.reset
     }
 }
 

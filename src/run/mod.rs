@@ -39,7 +39,7 @@ pub use evidence::{
 pub use finding::{Fact, Finding, Kind};
 pub use load::{
     decode_histogram, encode_histogram, ErrorCounts, LatencySummary, LoadMetric, LoadResults,
-    Percentile, Second, Spread, LOAD_METRICS, PERCENTILES,
+    Percentile, Phases, Second, Spread, LOAD_METRICS, PERCENTILES,
 };
 pub use logs::{LogClass, ServerLog};
 pub use profile::{split_frame, Profile, Stack, Top, TopFunction, KERNEL_SUFFIX};

@@ -5,7 +5,7 @@ use std::collections::BTreeMap;
 
 use serde::{Deserialize, Serialize};
 
-use super::{ClientCheck, Evidence, Finding, LatencySummary, LoadResults, Spread};
+use super::{ClientCheck, Evidence, Finding, LatencySummary, LoadResults, Phases, Spread};
 
 /// One repetition of a repeated run: what a single run would have recorded.
 #[derive(Debug, Clone, Serialize, Deserialize, schemars::JsonSchema)]
@@ -38,6 +38,8 @@ impl LoadResults {
             out.errors.write += p.errors.write;
             out.errors.timeout += p.errors.timeout;
             out.errors.parse += p.errors.parse;
+            out.errors.reset += p.errors.reset;
+            out.goaway_received += p.goaway_received;
             add_counts(&mut out.connect_errors, &p.connect_errors);
             add_counts(&mut out.status_codes, &p.status_codes);
             out.non_2xx_3xx += p.non_2xx_3xx;
@@ -56,6 +58,7 @@ impl LoadResults {
         out.bytes_per_s = out.bytes_read as f64 / d;
         out.latency = LatencySummary::merged(parts.iter().map(|p| &p.latency))?;
         out.connect_time = LatencySummary::merged(parts.iter().map(|p| &p.connect_time))?;
+        out.phases = Phases::merged(parts.iter().map(|p| p.phases.as_ref()))?;
         out.thread_requests_per_s = Spread::pooled(parts.iter().map(|p| &p.thread_requests_per_s));
         Ok(Some(out))
     }
@@ -64,6 +67,35 @@ impl LoadResults {
 fn add_counts<K: Ord + Clone>(into: &mut BTreeMap<K, u64>, from: &BTreeMap<K, u64>) {
     for (k, v) in from {
         *into.entry(k.clone()).or_default() += v;
+    }
+}
+
+impl Phases {
+    /// The phases of several loads (histograms added; the slowest name lookup). `None`
+    /// when any load has none.
+    fn merged<'a>(
+        parts: impl Iterator<Item = Option<&'a Phases>>,
+    ) -> anyhow::Result<Option<Phases>> {
+        let Some(parts) = parts.collect::<Option<Vec<&Phases>>>() else {
+            return Ok(None);
+        };
+        if parts.is_empty() {
+            return Ok(None);
+        }
+        let tls = if parts.iter().all(|p| p.tls_handshake.is_some()) {
+            Some(LatencySummary::merged(
+                parts.iter().filter_map(|p| p.tls_handshake.as_ref()),
+            )?)
+        } else {
+            None
+        };
+        Ok(Some(Phases {
+            dns_us: parts.iter().map(|p| p.dns_us).max().unwrap_or(0),
+            connect: LatencySummary::merged(parts.iter().map(|p| &p.connect))?,
+            tls_handshake: tls,
+            ttfb: LatencySummary::merged(parts.iter().map(|p| &p.ttfb))?,
+            body: LatencySummary::merged(parts.iter().map(|p| &p.body))?,
+        }))
     }
 }
 

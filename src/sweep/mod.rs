@@ -167,6 +167,8 @@ pub(crate) mod tests {
             body_bytes: 0,
             timeout_s: 2.0,
             insecure: false,
+            http: crate::spec::HttpVersion::Auto,
+            max_concurrent_streams: 1,
             authorization: None,
         }
     }

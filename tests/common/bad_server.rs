@@ -167,10 +167,14 @@ pub fn measured_run(args: &[&str], kill_after: Duration) -> Measured {
     };
     let took = t0.elapsed();
     done.store(true, Ordering::Relaxed);
-    let peak_rss = watcher.join().unwrap();
-    // SAFETY: reaping our own child.
-    let r = unsafe { libc::waitpid(pid, &mut status, 0) };
-    assert_eq!(r, pid, "waitpid: {}", std::io::Error::last_os_error());
+    let sampled = watcher.join().unwrap();
+    // SAFETY: reaping our own child; `usage` is written by the kernel.
+    let mut usage: libc::rusage = unsafe { std::mem::zeroed() };
+    let r = unsafe { libc::wait4(pid, &mut status, 0, &mut usage) };
+    assert_eq!(r, pid, "wait4: {}", std::io::Error::last_os_error());
+    // The kernel's own peak for this child (ru_maxrss, KiB): exact even when the run
+    // ended before the watcher's first sample of a grown process.
+    let peak_rss = sampled.max(usage.ru_maxrss as u64 * 1024);
     let stderr = std::fs::read_to_string(&err).unwrap_or_default();
     assert!(
         libc::WIFEXITED(status) && libc::WEXITSTATUS(status) == 0,

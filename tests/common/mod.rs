@@ -14,8 +14,10 @@ use std::time::{Duration, Instant};
 use serde_json::Value;
 
 /// The access-log format the tests parse: status, bytes sent (headers + body),
-/// connection serial number, requests served on that connection so far.
-const LOG_FORMAT: &str = "$status $bytes_sent $connection $connection_requests";
+/// connection serial number, requests served on that connection so far, `OK` if the
+/// request completed (else empty), the protocol (`HTTP/1.1`, `HTTP/2.0`).
+const LOG_FORMAT: &str =
+    "$status $bytes_sent $connection $connection_requests $request_completion $server_protocol";
 
 /// A running nginx, stopped (with its workers) when dropped.
 pub struct Nginx {
@@ -31,6 +33,10 @@ pub struct LogLine {
     pub bytes_sent: u64,
     pub connection: u64,
     pub connection_requests: u64,
+    /// nginx's `$request_completion`: the response was sent whole.
+    pub completed: bool,
+    /// `$server_protocol` was `HTTP/2.0`.
+    pub http2: bool,
 }
 
 fn free_port() -> u16 {
@@ -173,6 +179,41 @@ http {{
         unreachable!()
     }
 
+    /// nginx serving https (and, with `listen_extra` `ssl http2`, HTTP/2 by ALPN) with
+    /// a self-signed certificate for `localhost` made for this test.
+    pub fn start_tls(http_extra: &str, listen_extra: &str) -> Nginx {
+        let certs = tempfile::tempdir().unwrap();
+        let (crt, key) = (certs.path().join("c.pem"), certs.path().join("k.pem"));
+        let st = Command::new("openssl")
+            .args([
+                "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "2",
+            ])
+            .args(["-subj", "/CN=localhost", "-keyout"])
+            .arg(&key)
+            .arg("-out")
+            .arg(&crt)
+            .stderr(Stdio::null())
+            .status()
+            .unwrap();
+        assert!(st.success(), "openssl could not make a certificate");
+        let ng = Self::start_with_listen(
+            http_extra,
+            &format!(
+                "ssl_certificate {}; ssl_certificate_key {};",
+                crt.display(),
+                key.display()
+            ),
+            listen_extra,
+        );
+        // nginx has read them; the certificate's directory goes with this scope.
+        ng
+    }
+
+    /// The https URL of `path` on this server (the certificate is for `localhost`).
+    pub fn https_url(&self, path: &str) -> String {
+        format!("https://localhost:{}{path}", self.port)
+    }
+
     pub fn url(&self, path: &str) -> String {
         format!("http://127.0.0.1:{}{path}", self.port)
     }
@@ -193,12 +234,15 @@ http {{
         let text = std::fs::read_to_string(self.root().join("access.log")).unwrap_or_default();
         text.lines()
             .map(|l| {
-                let f: Vec<u64> = l.split(' ').map(|x| x.parse().unwrap()).collect();
+                let f: Vec<&str> = l.split(' ').collect();
+                let n = |i: usize| -> u64 { f[i].parse().unwrap() };
                 LogLine {
-                    status: f[0] as u16,
-                    bytes_sent: f[1],
-                    connection: f[2],
-                    connection_requests: f[3],
+                    status: n(0) as u16,
+                    bytes_sent: n(1),
+                    connection: n(2),
+                    connection_requests: n(3),
+                    completed: f[4] == "OK",
+                    http2: f[5] == "HTTP/2.0",
                 }
             })
             .collect()

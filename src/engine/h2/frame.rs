@@ -1,0 +1,282 @@
+//! The HTTP/2 frame layer a load-generating client needs (RFC 9113 §4, §6): frame
+//! headers, the connection preface with our SETTINGS, and the request's frames built
+//! once before the run with only the stream id patched per request.
+//!
+//! HPACK (RFC 7541) is the `httlib-hpack` crate's. The request's header block is encoded
+//! once, never adding to the dynamic table (static-table indexes and literals without
+//! indexing), so the same bytes are valid on every stream of every connection: no
+//! encoder state to keep per connection.
+
+use crate::spec::{Spec, Target};
+
+/// What a client sends first on every HTTP/2 connection (RFC 9113 §3.4).
+pub const PREFACE: &[u8] = b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n";
+
+pub const DATA: u8 = 0x0;
+pub const HEADERS: u8 = 0x1;
+pub const RST_STREAM: u8 = 0x3;
+pub const SETTINGS: u8 = 0x4;
+pub const PUSH_PROMISE: u8 = 0x5;
+pub const PING: u8 = 0x6;
+pub const GOAWAY: u8 = 0x7;
+pub const WINDOW_UPDATE: u8 = 0x8;
+pub const CONTINUATION: u8 = 0x9;
+
+pub const END_STREAM: u8 = 0x1;
+pub const ACK: u8 = 0x1;
+pub const END_HEADERS: u8 = 0x4;
+pub const PADDED: u8 = 0x8;
+pub const PRIORITY_FLAG: u8 = 0x20;
+
+/// The size of a frame header.
+pub const HEAD: usize = 9;
+/// The largest frame payload either side sends: the protocol's default, which we never
+/// raise (RFC 9113 §6.5.2, SETTINGS_MAX_FRAME_SIZE).
+pub const MAX_FRAME: usize = 16_384;
+/// A request body travels in one DATA frame, inside the smallest window a server may
+/// announce without stalling it (the default 65,535 is larger).
+pub const MAX_BODY: usize = MAX_FRAME;
+
+/// Our receive window, per stream (by SETTINGS) and for the connection (by one
+/// WINDOW_UPDATE after the preface): large, so a response never waits on us and
+/// WINDOW_UPDATEs are rare (one per half a window consumed).
+pub const RECV_WINDOW: u32 = 1 << 30;
+
+/// A parsed frame header.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct FrameHead {
+    pub len: usize,
+    pub ty: u8,
+    pub flags: u8,
+    pub stream: u32,
+}
+
+impl FrameHead {
+    /// Reads a frame header from the first 9 bytes of `b`.
+    #[inline]
+    pub fn parse(b: &[u8]) -> FrameHead {
+        FrameHead {
+            len: (b[0] as usize) << 16 | (b[1] as usize) << 8 | b[2] as usize,
+            ty: b[3],
+            flags: b[4],
+            stream: u32::from_be_bytes([b[5], b[6], b[7], b[8]]) & 0x7fff_ffff,
+        }
+    }
+}
+
+/// Appends a frame header.
+#[inline]
+pub fn head(out: &mut Vec<u8>, len: usize, ty: u8, flags: u8, stream: u32) {
+    let l = (len as u32).to_be_bytes();
+    out.extend_from_slice(&[l[1], l[2], l[3], ty, flags]);
+    out.extend_from_slice(&(stream & 0x7fff_ffff).to_be_bytes());
+}
+
+/// The connection preface, our SETTINGS (no server push, a large stream window) and
+/// the WINDOW_UPDATE that opens the connection window as wide.
+pub fn preface(out: &mut Vec<u8>) {
+    out.extend_from_slice(PREFACE);
+    let settings: [(u16, u32); 2] = [(0x2, 0), (0x4, RECV_WINDOW)];
+    head(out, settings.len() * 6, SETTINGS, 0, 0);
+    for (id, v) in settings {
+        out.extend_from_slice(&id.to_be_bytes());
+        out.extend_from_slice(&v.to_be_bytes());
+    }
+    window_update(out, 0, RECV_WINDOW - 65_535);
+}
+
+#[inline]
+pub fn window_update(out: &mut Vec<u8>, stream: u32, inc: u32) {
+    head(out, 4, WINDOW_UPDATE, 0, stream);
+    out.extend_from_slice(&inc.to_be_bytes());
+}
+
+/// One request's frames, built once: HEADERS (and a DATA frame with the body), with
+/// the places of the stream id in each frame header.
+#[derive(Debug, Clone)]
+pub struct RequestFrames {
+    pub bytes: Vec<u8>,
+    /// Offsets of the 4-byte stream ids to patch.
+    id_at: Vec<usize>,
+    /// Length of the body: the connection send window it spends.
+    pub body_len: usize,
+}
+
+/// Request headers that mean something only to an HTTP/1.1 connection (RFC 9113
+/// §8.2.2): never sent over HTTP/2.
+const CONNECTION_SPECIFIC: [&str; 6] = [
+    "connection",
+    "keep-alive",
+    "proxy-connection",
+    "transfer-encoding",
+    "upgrade",
+    "te",
+];
+
+impl RequestFrames {
+    /// The request `spec` describes, as HTTP/2 frames. Errors are one-line messages
+    /// (checked before the load).
+    pub fn build(spec: &Spec, target: &Target, body: &[u8]) -> Result<RequestFrames, String> {
+        if body.len() > MAX_BODY {
+            return Err(format!(
+                "a request body over HTTP/2 is at most {MAX_BODY} bytes (one DATA frame); this one is {} — use --h1",
+                body.len()
+            ));
+        }
+        let mut authority = target.host_header();
+        let mut fields: Vec<(Vec<u8>, Vec<u8>)> = Vec::new();
+        for h in &spec.headers {
+            let Some((n, v)) = h.split_once(':') else {
+                continue;
+            };
+            let name = n.trim().to_ascii_lowercase();
+            if name == "host" {
+                authority = v.trim().to_string();
+            } else if !CONNECTION_SPECIFIC.contains(&name.as_str()) {
+                fields.push((name.into_bytes(), v.trim().as_bytes().to_vec()));
+            }
+        }
+        let has = |f: &[(Vec<u8>, Vec<u8>)], n: &str| f.iter().any(|(k, _)| k == n.as_bytes());
+        if !body.is_empty() && !has(&fields, "content-length") {
+            fields.push((
+                b"content-length".to_vec(),
+                body.len().to_string().into_bytes(),
+            ));
+        }
+        if let Some(a) = spec.authorization.as_ref() {
+            if !has(&fields, "authorization") {
+                fields.push((b"authorization".to_vec(), a.as_bytes().to_vec()));
+            }
+        }
+        let scheme: &[u8] = if target.tls { b"https" } else { b"http" };
+        let mut all: Vec<(&[u8], &[u8])> = vec![
+            (b":method", spec.method.as_bytes()),
+            (b":scheme", scheme),
+            (b":authority", authority.as_bytes()),
+            (b":path", target.path.as_bytes()),
+        ];
+        all.extend(fields.iter().map(|(n, v)| (n.as_slice(), v.as_slice())));
+        let mut enc = httlib_hpack::Encoder::default();
+        let mut block = Vec::new();
+        for (n, v) in &all {
+            // BEST_FORMAT without WITH_INDEXING: static-table indexes where they match,
+            // else literals without indexing; nothing enters a dynamic table.
+            enc.encode(
+                (n.to_vec(), v.to_vec(), httlib_hpack::Encoder::BEST_FORMAT),
+                &mut block,
+            )
+            .map_err(|e| format!("cannot encode the request headers for HTTP/2: {e:?}"))?;
+        }
+        if block.len() > MAX_FRAME {
+            return Err(format!(
+                "the request headers are {} bytes once encoded: over HTTP/2 at most {MAX_FRAME} — use --h1",
+                block.len()
+            ));
+        }
+        let mut bytes = Vec::with_capacity(block.len() + body.len() + 2 * HEAD);
+        let mut id_at = vec![5];
+        let flags = END_HEADERS | if body.is_empty() { END_STREAM } else { 0 };
+        head(&mut bytes, block.len(), HEADERS, flags, 0);
+        bytes.extend_from_slice(&block);
+        if !body.is_empty() {
+            id_at.push(bytes.len() + 5);
+            head(&mut bytes, body.len(), DATA, END_STREAM, 0);
+            bytes.extend_from_slice(body);
+        }
+        Ok(RequestFrames {
+            bytes,
+            id_at,
+            body_len: body.len(),
+        })
+    }
+
+    /// Appends this request on stream `id` to `out`.
+    #[inline]
+    pub fn write(&self, out: &mut Vec<u8>, id: u32) {
+        let at = out.len();
+        out.extend_from_slice(&self.bytes);
+        let id = id.to_be_bytes();
+        for &o in &self.id_at {
+            out[at + o..at + o + 4].copy_from_slice(&id);
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn target() -> Target {
+        Target {
+            tls: false,
+            host: "example.test".into(),
+            port: 8080,
+            path: "/a?b=1".into(),
+            addrs: vec![],
+            resolve_us: 0,
+        }
+    }
+
+    fn spec() -> Spec {
+        let mut s: Spec = serde_json::from_str(
+            r#"{"url":"http://example.test:8080/a?b=1","connections":1,"threads":1,
+            "duration_s":null,"requests":1,"connreqs":null,"method":"POST",
+            "headers":["X-Test: yes","Connection: keep-alive"],"body_bytes":3,
+            "timeout_s":2.0,"insecure":false}"#,
+        )
+        .unwrap();
+        s.authorization = None;
+        s
+    }
+
+    #[test]
+    fn request_frames_decode_to_the_request_and_patch_the_stream_id() {
+        let r = RequestFrames::build(&spec(), &target(), b"abc").unwrap();
+        let mut out = Vec::new();
+        r.write(&mut out, 7);
+        r.write(&mut out, 9);
+        let h = FrameHead::parse(&out);
+        assert_eq!((h.ty, h.stream, h.flags), (HEADERS, 7, END_HEADERS));
+        let mut dec = httlib_hpack::Decoder::default();
+        // Decoded twice by one decoder: the block needs no state from the first time.
+        for _ in 0..2 {
+            let mut fields = Vec::new();
+            dec.decode(&mut out[HEAD..HEAD + h.len].to_vec(), &mut fields)
+                .unwrap();
+            assert!(fields.iter().all(|f| f.2 & 0x4 == 0), "nothing indexed");
+            let get = |n: &[u8]| {
+                fields
+                    .iter()
+                    .find(|(k, _, _)| k == n)
+                    .map(|(_, v, _)| String::from_utf8(v.clone()).unwrap())
+            };
+            assert_eq!(get(b":method").as_deref(), Some("POST"));
+            assert_eq!(get(b":authority").as_deref(), Some("example.test:8080"));
+            assert_eq!(get(b":path").as_deref(), Some("/a?b=1"));
+            assert_eq!(get(b"x-test").as_deref(), Some("yes"));
+            assert_eq!(get(b"content-length").as_deref(), Some("3"));
+            assert_eq!(get(b"connection"), None, "connection-specific");
+        }
+        let d = FrameHead::parse(&out[HEAD + h.len..]);
+        assert_eq!((d.ty, d.stream, d.flags, d.len), (DATA, 7, END_STREAM, 3));
+        let second = FrameHead::parse(&out[r.bytes.len()..]);
+        assert_eq!(second.stream, 9);
+    }
+
+    #[test]
+    fn a_body_larger_than_one_frame_is_refused_with_a_way_out() {
+        let e = RequestFrames::build(&spec(), &target(), &[0; MAX_BODY + 1]).unwrap_err();
+        assert!(e.contains("--h1"), "{e}");
+    }
+
+    #[test]
+    fn preface_carries_settings_and_the_window() {
+        let mut out = Vec::new();
+        preface(&mut out);
+        assert!(out.starts_with(PREFACE));
+        let s = FrameHead::parse(&out[PREFACE.len()..]);
+        assert_eq!((s.ty, s.len, s.stream), (SETTINGS, 12, 0));
+        let w = FrameHead::parse(&out[PREFACE.len() + HEAD + 12..]);
+        assert_eq!((w.ty, w.len, w.stream), (WINDOW_UPDATE, 4, 0));
+    }
+}

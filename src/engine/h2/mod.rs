@@ -1,0 +1,468 @@
+//! HTTP/2 in the worker's own event loop: up to `--max-concurrent-streams` requests in
+//! flight on each connection, like h2load's `-m`.
+//!
+//! DESIGN: the engine is a mio event loop per worker thread, with no async runtime. The
+//! `h2` crate drives its connections through tokio's I/O traits, so using it would mean
+//! a tokio runtime per worker on a separate path: a second loop with its own timers,
+//! wakers, a task and a channel per request, and allocations per stream — against the
+//! hot-path rules (STYLE.md) and the goal of costing no more client CPU than h2load.
+//! A client that only loads a server needs a small part of the protocol, so it is
+//! written here sans-I/O over the same `Transport` (plain for h2c with prior knowledge,
+//! rustls with ALPN `h2`): the preface and SETTINGS (+ACK), HEADERS and CONTINUATION,
+//! DATA, WINDOW_UPDATE (we open a 1 GiB receive window and refill it at half; requests
+//! carry at most one DATA frame, bounded by the connection send window), PING (+ACK),
+//! RST_STREAM (counted as an error of its request, the connection goes on) and GOAWAY
+//! (counted; streams the server did not process are sent again on a new connection).
+//! HPACK is the `httlib-hpack` crate's: the response decoder keeps the dynamic table
+//! per connection; the request's header block is encoded once before the run (see
+//! `frame.rs`). The decoder hands each field back as owned bytes, a few small
+//! allocations per response inside the crate; the loop itself allocates nothing per
+//! request: a connection's streams, write buffer and header-block buffers are sized
+//! when it is first set up and reused. (`hpack` and its forks `loona-hpack` and
+//! `fluke-hpack` were measured first: they build a 257-entry HashMap for every
+//! Huffman-coded string, 150 µs of CPU per nginx response.)
+//!
+//! Per response the same counts and histograms as HTTP/1.1 are recorded: latency (from
+//! the stream's start), time to first byte (its first HEADERS), body (first HEADERS to
+//! END_STREAM), status code, bytes read (every byte of the connection, frames included).
+
+pub mod frame;
+
+use std::io;
+use std::time::Instant;
+
+use frame::{FrameHead, HEAD, RECV_WINDOW};
+
+use super::conn::{Conn, Next, Phase};
+use super::stats::{us_between, ErrorKind};
+use super::transport::Transport;
+use super::worker::Loop;
+
+/// RST_STREAM's error code for a stream the server did not process.
+const REFUSED_STREAM: u32 = 0x7;
+
+/// A request in flight on a connection.
+#[derive(Debug, Clone, Copy)]
+pub(super) struct Stream {
+    id: u32,
+    pub(super) since: Instant,
+    first_at: Option<Instant>,
+    status: u16,
+    /// DATA bytes received since our last WINDOW_UPDATE for this stream.
+    recv: u32,
+}
+
+/// One HTTP/2 connection's state, kept in its slot and reused by the connections that
+/// follow on it.
+pub(super) struct H2Conn {
+    decoder: httlib_hpack::Decoder<'static>,
+    /// The header block being decoded (the decoder consumes a `Vec`) and its fields.
+    scratch: Vec<u8>,
+    fields: Vec<(Vec<u8>, Vec<u8>, u8)>,
+    /// Streams in flight (at most `--max-concurrent-streams`; removed by swap).
+    pub(super) streams: Vec<Stream>,
+    next_id: u32,
+    /// Frames queued for the socket, and how much of them is written.
+    out: Vec<u8>,
+    out_at: usize,
+    /// SETTINGS_MAX_CONCURRENT_STREAMS from the server: one stream until its first
+    /// SETTINGS arrive (it may allow fewer than we want), unlimited if they say nothing.
+    peer_max_streams: u32,
+    settings_seen: bool,
+    /// What the server still accepts of request bodies on this connection.
+    send_window: i64,
+    /// DATA bytes received since our last connection WINDOW_UPDATE.
+    recv_unacked: u32,
+    /// A header block continued in CONTINUATION frames: its bytes, stream, END_STREAM.
+    block: Vec<u8>,
+    block_stream: u32,
+    block_ends_stream: bool,
+    /// GOAWAY received: no new streams on this connection.
+    goaway: bool,
+    /// Streams started on this connection (for `--connreqs`).
+    started: u32,
+    /// Budget units claimed for requests the server never processed (GOAWAY), kept
+    /// for the next connection.
+    permits: u32,
+}
+
+impl H2Conn {
+    fn new(streams: usize, request_len: usize) -> H2Conn {
+        H2Conn {
+            decoder: httlib_hpack::Decoder::default(),
+            scratch: Vec::with_capacity(4096),
+            fields: Vec::with_capacity(32),
+            streams: Vec::with_capacity(streams),
+            next_id: 1,
+            out: Vec::with_capacity(streams * request_len + 1024),
+            out_at: 0,
+            peer_max_streams: 1,
+            settings_seen: false,
+            send_window: 65_535,
+            recv_unacked: 0,
+            block: Vec::new(),
+            block_stream: 0,
+            block_ends_stream: false,
+            goaway: false,
+            started: 0,
+            permits: 0,
+        }
+    }
+
+    /// A fresh connection on the same slot: new HPACK state and windows, same buffers.
+    fn reset(&mut self) {
+        self.decoder = httlib_hpack::Decoder::default();
+        self.streams.clear();
+        self.next_id = 1;
+        self.out.clear();
+        self.out_at = 0;
+        self.peer_max_streams = 1;
+        self.settings_seen = false;
+        self.send_window = 65_535;
+        self.recv_unacked = 0;
+        self.block.clear();
+        self.block_stream = 0;
+        self.goaway = false;
+        self.started = 0;
+    }
+
+    fn find(&self, id: u32) -> Option<usize> {
+        self.streams.iter().position(|s| s.id == id)
+    }
+}
+
+impl<T: Transport> Loop<'_, T> {
+    /// Set-up is done on a connection that speaks HTTP/2: send the preface and the
+    /// first streams. `Some` when there is nothing to do (budget spent).
+    pub(super) fn h2_start(&mut self, c: &mut Conn<T>, now: Instant) -> Option<Next> {
+        let frames = self.w.h2.as_ref().expect("an HTTP/2 run");
+        let m = self.w.streams as usize;
+        let h =
+            c.h2.get_or_insert_with(|| Box::new(H2Conn::new(m, frames.bytes.len())));
+        h.reset();
+        frame::preface(&mut h.out);
+        c.phase = Phase::H2;
+        c.since = now;
+        self.h2_fill(c, now)
+    }
+
+    /// Starts streams until the connection has as many in flight as allowed. `Some`
+    /// when the connection is finished with (nothing in flight and nothing to start).
+    fn h2_fill(&mut self, c: &mut Conn<T>, now: Instant) -> Option<Next> {
+        let frames = self.w.h2.as_ref().expect("an HTTP/2 run");
+        let h = c.h2.as_deref_mut().expect("HTTP/2 state");
+        let limit = (self.w.streams).min(h.peer_max_streams) as usize;
+        let mut spent = false;
+        while h.streams.len() < limit
+            && !h.goaway
+            && h.next_id < i32::MAX as u32
+            && self.w.connreqs.is_none_or(|n| h.started < n)
+            && h.send_window >= frames.body_len as i64
+        {
+            if c.permit {
+                c.permit = false;
+            } else if h.permits > 0 {
+                h.permits -= 1;
+            } else if !self.w.budget.claim() {
+                spent = true;
+                break;
+            }
+            h.streams.push(Stream {
+                id: h.next_id,
+                since: now,
+                first_at: None,
+                status: 0,
+                recv: 0,
+            });
+            frames.write(&mut h.out, h.next_id);
+            h.next_id += 2;
+            h.started += 1;
+            h.send_window -= frames.body_len as i64;
+        }
+        if !h.streams.is_empty() {
+            return None;
+        }
+        if spent {
+            self.finish(c);
+            return Some(Next::Wait);
+        }
+        if h.goaway || h.next_id >= i32::MAX as u32 || self.w.connreqs.is_some() {
+            return Some(Next::Reopen);
+        }
+        // Waiting for the server's SETTINGS or WINDOW_UPDATE to allow a stream.
+        None
+    }
+
+    /// Every stream in flight failed with the connection.
+    pub(super) fn h2_fail(&mut self, c: &mut Conn<T>, kind: ErrorKind) -> Next {
+        if let Some(h) = c.h2.as_deref_mut() {
+            let n = h.streams.len() as u64;
+            h.streams.clear();
+            self.stats.errors[kind as usize] += n;
+            self.interval_errors += n;
+        }
+        Next::Reopen
+    }
+
+    /// Writes queued frames until done or the socket is full.
+    fn h2_flush(c: &mut Conn<T>) -> Result<(), ErrorKind> {
+        let (Some(t), Some(h)) = (c.transport.as_mut(), c.h2.as_deref_mut()) else {
+            return Ok(());
+        };
+        while h.out_at < h.out.len() {
+            match t.write(&h.out[h.out_at..]) {
+                Ok(0) => return Err(ErrorKind::Write),
+                Ok(n) => h.out_at += n,
+                Err(e) if e.kind() == io::ErrorKind::WouldBlock => return Ok(()),
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+                Err(_) => return Err(ErrorKind::Write),
+            }
+        }
+        h.out.clear();
+        h.out_at = 0;
+        t.flush().map(|_| ()).map_err(|_| ErrorKind::Write)
+    }
+
+    /// Drives an HTTP/2 connection until the socket would block.
+    pub(super) fn h2_step(&mut self, c: &mut Conn<T>, now: Instant) -> Next {
+        loop {
+            if let Err(k) = Self::h2_flush(c) {
+                return self.h2_fail(c, k);
+            }
+            let Some(t) = c.transport.as_mut() else {
+                return Next::Wait;
+            };
+            let space = c.buf.len() - c.pending;
+            let n = match t.read(&mut c.buf[c.pending..]) {
+                Ok(n) => n,
+                Err(e) if e.kind() == io::ErrorKind::WouldBlock => return Next::Wait,
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
+                Err(_) => return self.h2_fail(c, ErrorKind::Read),
+            };
+            self.stats.bytes_read += n as u64;
+            self.interval_bytes += n as u64;
+            if n == 0 {
+                // The server closed: whatever was in flight is lost with it.
+                return self.h2_fail(c, ErrorKind::Read);
+            }
+            let end = c.pending + n;
+            let mut at = 0;
+            while end - at >= HEAD {
+                let f = FrameHead::parse(&c.buf[at..end]);
+                if f.len > frame::MAX_FRAME {
+                    // We never allowed frames larger than the default.
+                    return self.h2_fail(c, ErrorKind::Parse);
+                }
+                if end - at < HEAD + f.len {
+                    break;
+                }
+                let payload = at + HEAD..at + HEAD + f.len;
+                at = payload.end;
+                let h = c.h2.as_deref_mut().expect("HTTP/2 state");
+                if let Err(k) = self.h2_frame(h, f, &c.buf[payload], now) {
+                    return self.h2_fail(c, k);
+                }
+            }
+            c.buf.copy_within(at..end, 0);
+            c.pending = end - at;
+            if let Some(next) = self.h2_fill(c, now) {
+                return next;
+            }
+            c.since = now;
+            if T::SHORT_READ_DRAINS && n < space && !c.hup {
+                // The socket is empty (see `Transport::SHORT_READ_DRAINS`): send what
+                // the frames asked for and wait for the next event.
+                return match Self::h2_flush(c) {
+                    Ok(()) => Next::Wait,
+                    Err(k) => self.h2_fail(c, k),
+                };
+            }
+        }
+    }
+
+    /// Acts on one frame.
+    fn h2_frame(
+        &mut self,
+        h: &mut H2Conn,
+        f: FrameHead,
+        p: &[u8],
+        now: Instant,
+    ) -> Result<(), ErrorKind> {
+        if h.block_stream != 0 && f.ty != frame::CONTINUATION {
+            // A header block must not be interrupted (RFC 9113 §6.10).
+            return Err(ErrorKind::Parse);
+        }
+        match f.ty {
+            frame::DATA => {
+                let len = f.len as u32;
+                h.recv_unacked += len;
+                if h.recv_unacked >= RECV_WINDOW / 2 {
+                    frame::window_update(&mut h.out, 0, h.recv_unacked);
+                    h.recv_unacked = 0;
+                }
+                if let Some(i) = h.find(f.stream) {
+                    let s = &mut h.streams[i];
+                    s.recv += len;
+                    if s.recv >= RECV_WINDOW / 2 && f.flags & frame::END_STREAM == 0 {
+                        frame::window_update(&mut h.out, s.id, s.recv);
+                        s.recv = 0;
+                    }
+                    if f.flags & frame::END_STREAM != 0 {
+                        self.h2_complete(h, i, now);
+                    }
+                }
+            }
+            frame::HEADERS => {
+                let mut frag = p;
+                if f.flags & frame::PADDED != 0 {
+                    let pad = *frag.first().ok_or(ErrorKind::Parse)? as usize;
+                    if pad + 1 > frag.len() {
+                        return Err(ErrorKind::Parse);
+                    }
+                    frag = &frag[1..frag.len() - pad];
+                }
+                if f.flags & frame::PRIORITY_FLAG != 0 {
+                    frag = frag.get(5..).ok_or(ErrorKind::Parse)?;
+                }
+                let ends = f.flags & frame::END_STREAM != 0;
+                if f.flags & frame::END_HEADERS != 0 {
+                    let status = h.decode_status(frag)?;
+                    self.h2_headers(h, f.stream, status, ends, now);
+                } else {
+                    h.block.clear();
+                    h.block.extend_from_slice(frag);
+                    h.block_stream = f.stream;
+                    h.block_ends_stream = ends;
+                }
+            }
+            frame::CONTINUATION => {
+                if h.block_stream == 0 || f.stream != h.block_stream {
+                    return Err(ErrorKind::Parse);
+                }
+                h.block.extend_from_slice(p);
+                if f.flags & frame::END_HEADERS != 0 {
+                    let block = std::mem::take(&mut h.block);
+                    let status = h.decode_status(&block);
+                    h.block = block;
+                    let (id, ends) = (h.block_stream, h.block_ends_stream);
+                    h.block_stream = 0;
+                    self.h2_headers(h, id, status?, ends, now);
+                }
+            }
+            frame::RST_STREAM => {
+                if let Some(i) = h.find(f.stream) {
+                    h.streams.swap_remove(i);
+                    if p.get(..4) == Some(&REFUSED_STREAM.to_be_bytes()[..]) {
+                        // Refused before any processing (RFC 9113 §8.7): sent again.
+                        h.permits += 1;
+                    } else {
+                        self.stats.errors[ErrorKind::Reset as usize] += 1;
+                        self.interval_errors += 1;
+                    }
+                }
+            }
+            frame::SETTINGS if f.flags & frame::ACK == 0 => {
+                if !h.settings_seen {
+                    h.settings_seen = true;
+                    h.peer_max_streams = u32::MAX;
+                }
+                for s in p.chunks_exact(6) {
+                    let v = u32::from_be_bytes([s[2], s[3], s[4], s[5]]);
+                    if u16::from_be_bytes([s[0], s[1]]) == 0x3 {
+                        h.peer_max_streams = v;
+                    }
+                }
+                frame::head(&mut h.out, 0, frame::SETTINGS, frame::ACK, 0);
+            }
+            frame::PING if f.flags & frame::ACK == 0 => {
+                frame::head(&mut h.out, p.len(), frame::PING, frame::ACK, 0);
+                h.out.extend_from_slice(p);
+            }
+            frame::GOAWAY => {
+                let last = p
+                    .get(..4)
+                    .map(|b| u32::from_be_bytes([b[0], b[1], b[2], b[3]]) & 0x7fff_ffff)
+                    .ok_or(ErrorKind::Parse)?;
+                h.goaway = true;
+                self.stats.goaway += 1;
+                // Streams above `last` were never processed: sent again elsewhere.
+                let before = h.streams.len();
+                h.streams.retain(|s| s.id <= last);
+                h.permits += (before - h.streams.len()) as u32;
+            }
+            frame::WINDOW_UPDATE if f.stream == 0 => {
+                let inc = p
+                    .get(..4)
+                    .map(|b| u32::from_be_bytes([b[0], b[1], b[2], b[3]]) & 0x7fff_ffff)
+                    .ok_or(ErrorKind::Parse)?;
+                h.send_window += inc as i64;
+            }
+            // We said SETTINGS_ENABLE_PUSH = 0.
+            frame::PUSH_PROMISE => return Err(ErrorKind::Parse),
+            // PRIORITY, ACKs, stream WINDOW_UPDATEs (a request body fits the initial
+            // window) and unknown types are ignored, as RFC 9113 §4.1 asks.
+            _ => {}
+        }
+        Ok(())
+    }
+
+    /// A header block for stream `id` is decoded.
+    fn h2_headers(&mut self, h: &mut H2Conn, id: u32, status: u16, ends: bool, now: Instant) {
+        let Some(i) = h.find(id) else { return };
+        let s = &mut h.streams[i];
+        if s.first_at.is_none() {
+            s.first_at = Some(now);
+            let us = us_between(s.since, now).max(1);
+            self.stats.phases.ttfb.saturating_record(us);
+        }
+        // The first final status; 1xx interim responses and trailers keep it.
+        if s.status == 0 && status >= 200 {
+            s.status = status;
+        }
+        if ends {
+            self.h2_complete(h, i, now);
+        }
+    }
+
+    /// Stream `i` has ended: record its response.
+    fn h2_complete(&mut self, h: &mut H2Conn, i: usize, now: Instant) {
+        let s = h.streams.swap_remove(i);
+        if s.status == 0 {
+            // Ended without a final status: not a response.
+            self.stats.errors[ErrorKind::Parse as usize] += 1;
+            self.interval_errors += 1;
+            return;
+        }
+        let us = us_between(s.since, now).max(1);
+        self.stats.latency.saturating_record(us);
+        self.interval.saturating_record(us);
+        if let Some(first) = s.first_at {
+            self.stats
+                .phases
+                .body
+                .saturating_record(us_between(first, now));
+        }
+        self.stats.responses += 1;
+        self.interval_responses += 1;
+        self.stats.status(s.status);
+    }
+}
+
+impl H2Conn {
+    /// Decodes a header block (keeping the connection's HPACK table in step) and
+    /// returns its `:status` (0 when it has none, e.g. trailers).
+    fn decode_status(&mut self, block: &[u8]) -> Result<u16, ErrorKind> {
+        self.scratch.clear();
+        self.scratch.extend_from_slice(block);
+        self.fields.clear();
+        self.decoder
+            .decode(&mut self.scratch, &mut self.fields)
+            .map_err(|_| ErrorKind::Parse)?;
+        Ok(self
+            .fields
+            .iter()
+            .find(|(n, _, _)| n == b":status")
+            .and_then(|(_, v, _)| std::str::from_utf8(v).ok()?.parse().ok())
+            .unwrap_or(0))
+    }
+}

@@ -1,0 +1,190 @@
+//! HTTP/2 exactness against real nginx: h2c with prior knowledge and TLS with ALPN,
+//! several streams in flight per connection; every response loadlens counts is one
+//! nginx logged as a completed HTTP/2.0 request, and GOAWAY and RST_STREAM are counted
+//! without ending the run.
+
+mod common;
+
+use std::collections::HashSet;
+
+use common::{run_json, status_codes, u, Nginx};
+
+fn assert_no_errors(run: &serde_json::Value) {
+    assert_eq!(
+        run["results"]["errors"],
+        serde_json::json!({"connect":0,"read":0,"write":0,"timeout":0,"parse":0,"reset":0})
+    );
+}
+
+#[test]
+fn h2c_with_ten_streams_per_connection_matches_the_access_log() {
+    // About a third of requests get a 404, chosen at random per request.
+    let ng = Nginx::start_with_listen(
+        r#"split_clients "${request_id}" $missing { 33% yes; * no; }"#,
+        r#"location / { if ($missing = yes) { return 404; } }"#,
+        "http2",
+    );
+    let run = run_json(&[
+        "-n",
+        "3000",
+        "-c",
+        "4",
+        "-t",
+        "2",
+        "--h2",
+        "--max-concurrent-streams",
+        "10",
+        "--no-watch",
+        &ng.url("/1k.txt"),
+    ]);
+    let log = ng.log();
+    assert_eq!(run["results"]["protocol"], "h2");
+    assert_eq!(u(&run, "results.streams_per_connection"), 10);
+    assert_eq!(u(&run, "results.responses"), 3000);
+    assert_eq!(log.len(), 3000, "nginx logged every request, no more");
+    assert!(
+        log.iter().all(|l| l.http2 && l.completed),
+        "all HTTP/2.0, all complete"
+    );
+    assert_no_errors(&run);
+    let codes = status_codes(&run);
+    let logged_404 = log.iter().filter(|l| l.status == 404).count() as u64;
+    assert!(logged_404 > 300, "{logged_404} 404s");
+    assert_eq!(codes.get(&404).copied().unwrap_or(0), logged_404);
+    assert_eq!(codes.get(&200).copied().unwrap_or(0), 3000 - logged_404);
+    let conns: HashSet<u64> = log.iter().map(|l| l.connection).collect();
+    assert_eq!(conns.len() as u64, u(&run, "results.connections_opened"));
+    assert!(conns.len() <= 4, "{} connections for -c 4", conns.len());
+    // Many requests on each connection, several at once: nginx numbers them per
+    // connection, so some connection served far more than one.
+    assert!(log.iter().any(|l| l.connection_requests > 100));
+    assert_eq!(u(&run, "results.phases.ttfb.count"), 3000);
+    assert_eq!(u(&run, "results.phases.body.count"), 3000);
+}
+
+#[test]
+fn https_chooses_h2_by_alpn_and_h1_forces_http_1_1() {
+    let ng = Nginx::start_tls("", "ssl http2");
+    let url = ng.https_url("/1k.txt");
+    let run = run_json(&[
+        "-n",
+        "2000",
+        "-c",
+        "4",
+        "-t",
+        "2",
+        "-k",
+        "--max-concurrent-streams",
+        "10",
+        "--no-watch",
+        &url,
+    ]);
+    let log = ng.log();
+    assert_eq!(run["results"]["protocol"], "h2");
+    assert_eq!(u(&run, "results.responses"), 2000);
+    assert_eq!(log.len(), 2000);
+    assert!(log.iter().all(|l| l.http2 && l.completed));
+    assert_no_errors(&run);
+    let opened = u(&run, "results.connections_opened");
+    assert_eq!(u(&run, "results.phases.tls_handshake.count"), opened);
+
+    let run = run_json(&[
+        "-n",
+        "500",
+        "-c",
+        "4",
+        "-t",
+        "2",
+        "-k",
+        "--h1",
+        "--no-watch",
+        &url,
+    ]);
+    let log = ng.log();
+    assert_eq!(run["results"]["protocol"], "http/1.1");
+    assert_eq!(u(&run, "results.responses"), 500);
+    assert_eq!(log.len(), 2500);
+    assert!(log[2000..].iter().all(|l| !l.http2 && l.completed));
+}
+
+#[test]
+fn goaway_is_counted_and_the_unprocessed_streams_are_sent_again() {
+    // nginx ends an HTTP/2 connection with GOAWAY after keepalive_requests streams.
+    let ng = Nginx::start_with_listen("", "keepalive_requests 50;", "http2");
+    let run = run_json(&[
+        "-n",
+        "1000",
+        "-c",
+        "2",
+        "-t",
+        "1",
+        "--h2",
+        "--max-concurrent-streams",
+        "10",
+        "--no-watch",
+        &ng.url("/1k.txt"),
+    ]);
+    let log = ng.log();
+    assert_eq!(u(&run, "results.responses"), 1000);
+    assert_eq!(log.len(), 1000, "no request lost or served twice");
+    assert_no_errors(&run);
+    let conns: HashSet<u64> = log.iter().map(|l| l.connection).collect();
+    assert!(conns.len() >= 20, "{} connections", conns.len());
+    assert_eq!(conns.len() as u64, u(&run, "results.connections_opened"));
+    let goaway = u(&run, "results.goaway_received");
+    assert!(
+        goaway >= 19,
+        "{goaway} GOAWAYs for {} connections",
+        conns.len()
+    );
+}
+
+#[test]
+fn a_reset_stream_is_an_error_of_its_request_not_of_the_run() {
+    // `return 444` over HTTP/2 resets the stream (RST_STREAM), the connection stays.
+    let ng = Nginx::start_with_listen("", "location = /reset { return 444; }", "http2");
+    let run = run_json(&[
+        "-n",
+        "300",
+        "-c",
+        "2",
+        "-t",
+        "1",
+        "--h2",
+        "--max-concurrent-streams",
+        "5",
+        "--no-watch",
+        &ng.url("/reset"),
+    ]);
+    assert_eq!(u(&run, "results.errors.reset"), 300);
+    assert_eq!(u(&run, "results.responses"), 0);
+    assert!(
+        u(&run, "results.connections_opened") <= 2,
+        "connections survive resets"
+    );
+}
+
+#[test]
+fn bad_http2_flags_are_one_line_and_exit_2() {
+    let ng = Nginx::start_tls("", "ssl");
+    for (args, want) in [
+        (vec!["--h2", "-R", "100"], "--h2 with -R/--rate"),
+        (
+            vec!["--h1", "--max-concurrent-streams", "4"],
+            "--max-concurrent-streams is for HTTP/2",
+        ),
+        (vec!["--h2", "-k"], "did not choose HTTP/2"),
+    ] {
+        let out = common::loadlens()
+            .args(["run", "-d", "0.5s", "-c", "2", "-t", "1", "--no-watch"])
+            .args(&args)
+            .arg(ng.https_url("/1k.txt"))
+            .output()
+            .unwrap();
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "{args:?}: {err}");
+        assert!(err.contains(want), "{args:?}: {err}");
+        assert_eq!(err.trim().lines().count(), 1, "{err}");
+    }
+    assert!(ng.log().is_empty(), "no request was sent");
+}
