@@ -1,0 +1,215 @@
+#!/usr/bin/env python3
+"""Places the segments of a loadlens load on the nodes of a Ray cluster.
+
+`loadlens run URL ... --ray ADDRESS --clients N` writes its job as JSON on this
+script's stdin and reads one line of JSON back from its stdout:
+  {"segments": [{"index": I, "file": PATH, "host": NAME}, ...],
+   "missing": {"I": "why", ...}}                  or  {"error": "one line"}.
+
+The loadlens binary travels to the nodes in a Ray runtime environment (its
+working_dir), so nothing is copied by hand. One actor per node (hard node
+affinity, spread over the alive nodes) first gets ready (the runtime environment
+set up), then all run `loadlens run ... --segment I/N --start-at T --json -` due
+at the same instant. Every wait is bounded: a node that dies or a segment that
+does not finish in time is reported missing, never waited for. The merge is
+loadlens's own, back in the caller.
+"""
+
+import json
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+
+# Seconds between the moment every segment is ready and their common start: enough
+# for the start call to reach every node.
+START_LEAD_S = 3.0
+
+
+class Refused(Exception):
+    """A job that cannot be run as asked: one line for the user."""
+
+
+def log(job, msg):
+    if not job.get("quiet"):
+        print(f"ray: {msg}", file=sys.stderr, flush=True)
+
+
+def die_with_parent():
+    """In the segment's child: end when the Ray worker that started it ends (a node
+    that dies takes its load with it)."""
+    import ctypes
+
+    PR_SET_PDEATHSIG = 1
+    ctypes.CDLL("libc.so.6", use_errno=True).prctl(PR_SET_PDEATHSIG, signal.SIGKILL)
+
+
+def pick_nodes(nodes, clients, server_resource):
+    """The nodes that send load: alive, with CPUs, not the server's node; head last
+    (it coordinates the cluster)."""
+    usable = [
+        n
+        for n in nodes
+        if n.get("Alive")
+        and n.get("Resources", {}).get("CPU", 0) > 0
+        and not (server_resource and n.get("Resources", {}).get(server_resource))
+    ]
+    usable.sort(key=lambda n: (bool(n.get("Resources", {}).get("node:__internal_head__")), n["NodeID"]))
+    if len(usable) < clients:
+        raise Refused(
+            f"--clients {clients} but the Ray cluster has {len(usable)} alive node(s) with CPUs "
+            f"to place them on (one segment per node{', not the server node' if server_resource else ''})"
+        )
+    return usable[:clients]
+
+
+def package(binary):
+    """A directory holding the binary, for the runtime environment's working_dir.
+    Debug sections are left out (smaller upload); the code is the same."""
+    pkg = tempfile.mkdtemp(prefix="loadlens-ray-pkg")
+    dest = os.path.join(pkg, "loadlens")
+    stripped = shutil.which("objcopy") and subprocess.run(
+        ["objcopy", "--strip-debug", binary, dest], capture_output=True
+    ).returncode == 0
+    if not stripped:
+        shutil.copyfile(binary, dest)
+    os.chmod(dest, 0o755)
+    return pkg
+
+
+def run(job):
+    try:
+        import ray
+        from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
+    except ImportError as e:
+        raise Refused(
+            f"Ray is not installed for {sys.executable} ({e}): run scripts/install-deps.sh ray, or set LOADLENS_PYTHON"
+        )
+
+    try:
+        ray.init(address=job["address"], logging_level="ERROR", log_to_driver=False)
+    except Exception as e:  # Ray raises several kinds for an unreachable cluster
+        first = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
+        raise Refused(f"cannot connect to the Ray cluster at {job['address']}: {first}")
+
+    clients = job["clients"]
+    nodes = pick_nodes(ray.nodes(), clients, job.get("server_node_resource"))
+    pkg = package(job["binary"])
+    try:
+        return place_and_run(ray, NodeAffinitySchedulingStrategy, job, nodes, pkg)
+    finally:
+        shutil.rmtree(pkg, ignore_errors=True)
+
+
+def place_and_run(ray, affinity, job, nodes, pkg):
+    n = len(nodes)
+
+    @ray.remote(num_cpus=0, max_restarts=0, max_task_retries=0)
+    class Segment:
+        def ready(self):
+            return socket.gethostname()
+
+        def run(self, args, timeout_s):
+            exe = os.path.join(os.getcwd(), "loadlens")
+            os.chmod(exe, 0o755)
+            try:
+                p = subprocess.run(
+                    [exe, "run", *args],
+                    capture_output=True,
+                    timeout=timeout_s,
+                    preexec_fn=die_with_parent,
+                )
+            except subprocess.TimeoutExpired:
+                return {"code": None, "stdout": "", "stderr": f"no result within {timeout_s:.0f}s"}
+            return {
+                "code": p.returncode,
+                "stdout": p.stdout.decode(errors="replace"),
+                "stderr": p.stderr.decode(errors="replace")[-2000:],
+            }
+
+    runtime_env = {"working_dir": pkg}
+    actors = {
+        i + 1: Segment.options(
+            scheduling_strategy=affinity(node_id=node["NodeID"], soft=False),
+            runtime_env=runtime_env,
+        ).remote()
+        for i, node in enumerate(nodes)
+    }
+    missing = {}
+    hosts = {}
+    ready = {actors[i].ready.remote(): i for i in actors}
+    done, pending = ray.wait(list(ready), num_returns=len(ready), timeout=job["ready_timeout_s"])
+    for ref in done:
+        i = ready[ref]
+        try:
+            hosts[i] = ray.get(ref)
+        except Exception as e:
+            missing[i] = f"did not start: {one_line(e)}"
+    for ref in pending:
+        missing[ready[ref]] = f"did not start within {job['ready_timeout_s']:.0f}s"
+    for i in missing:
+        ray.kill(actors[i])
+    started = [i for i in actors if i not in missing]
+    if not started:
+        return {"segments": [], "missing": missing}
+
+    start_at = time.time() + START_LEAD_S
+    timeout_s = job["run_timeout_s"]
+    log(job, f"{len(started)} of {n} segments on {', '.join(hosts[i] for i in started)}, starting at {start_at:.3f}")
+    runs = {
+        actors[i].run.remote(
+            [*job["args"], "--segment", f"{i}/{n}", "--start-at", f"{start_at:.3f}", "--json", "-", "-q"],
+            timeout_s,
+        ): i
+        for i in started
+    }
+    deadline = start_at + timeout_s + 10.0
+    segments = []
+    pending = list(runs)
+    while pending:
+        left = deadline - time.time()
+        if left <= 0:
+            break
+        done, pending = ray.wait(pending, num_returns=1, timeout=left)
+        for ref in done:
+            i = runs[ref]
+            try:
+                out = ray.get(ref)
+            except Exception as e:
+                missing[i] = f"its node or worker died: {one_line(e)}"
+                continue
+            if out["code"] != 0:
+                last = out["stderr"].strip().splitlines()
+                missing[i] = f"loadlens failed on {hosts[i]}: {last[-1] if last else out['code']}"
+                continue
+            path = os.path.join(job["out_dir"], f"segment-{i}.json")
+            with open(path, "w") as f:
+                f.write(out["stdout"])
+            segments.append({"index": i, "file": path, "host": hosts[i]})
+    for ref in pending:
+        i = runs[ref]
+        missing[i] = f"no result within {timeout_s:.0f}s of the start"
+        ray.kill(actors[i])
+    return {"segments": sorted(segments, key=lambda s: s["index"]), "missing": missing}
+
+
+def one_line(e):
+    text = str(e).strip()
+    return (text.splitlines()[0] if text else type(e).__name__)[:300]
+
+
+def main():
+    job = json.load(sys.stdin)
+    try:
+        result = run(job)
+    except Refused as e:
+        result = {"error": str(e)}
+    print(json.dumps(result), flush=True)
+
+
+if __name__ == "__main__":
+    main()
