@@ -2,7 +2,7 @@
 """Places the segments of a loadlens load on the nodes of a Ray cluster.
 
 `loadlens run URL ... --ray ADDRESS --clients N` writes its job as JSON on this
-script's stdin and reads one line of JSON back from its stdout:
+script's stdin and reads the outcome from OUT_DIR/result.json:
   {"segments": [{"index": I, "file": PATH, "host": NAME}, ...],
    "missing": {"I": "why", ...}}                  or  {"error": "one line"}.
 
@@ -90,22 +90,26 @@ def run(job):
             f"Ray is not installed for {sys.executable} ({e}): run scripts/install-deps.sh ray, or set LOADLENS_PYTHON"
         )
 
-    try:
-        ray.init(address=job["address"], logging_level="ERROR", log_to_driver=False)
-    except Exception as e:  # Ray raises several kinds for an unreachable cluster
-        first = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
-        raise Refused(f"cannot connect to the Ray cluster at {job['address']}: {first}")
-
     clients = job["clients"]
-    nodes = pick_nodes(ray.nodes(), clients, job.get("server_node_resource"))
     pkg = package(job["binary"])
     try:
-        return place_and_run(ray, NodeAffinitySchedulingStrategy, job, nodes, pkg)
+        try:
+            # The binary goes to every node with the job's runtime environment.
+            ray.init(
+                address=job["address"],
+                logging_level="ERROR",
+                log_to_driver=False,
+                runtime_env={"working_dir": pkg},
+            )
+        except Exception as e:  # Ray raises several kinds for an unreachable cluster
+            raise Refused(f"cannot connect to the Ray cluster at {job['address']}: {one_line(e)}")
+        nodes = pick_nodes(ray.nodes(), clients, job.get("server_node_resource"))
+        return place_and_run(ray, NodeAffinitySchedulingStrategy, job, nodes)
     finally:
         shutil.rmtree(pkg, ignore_errors=True)
 
 
-def place_and_run(ray, affinity, job, nodes, pkg):
+def place_and_run(ray, affinity, job, nodes):
     n = len(nodes)
 
     @ray.remote(num_cpus=0, max_restarts=0, max_task_retries=0)
@@ -131,11 +135,9 @@ def place_and_run(ray, affinity, job, nodes, pkg):
                 "stderr": p.stderr.decode(errors="replace")[-2000:],
             }
 
-    runtime_env = {"working_dir": pkg}
     actors = {
         i + 1: Segment.options(
             scheduling_strategy=affinity(node_id=node["NodeID"], soft=False),
-            runtime_env=runtime_env,
         ).remote()
         for i, node in enumerate(nodes)
     }
@@ -208,7 +210,11 @@ def main():
         result = run(job)
     except Refused as e:
         result = {"error": str(e)}
-    print(json.dumps(result), flush=True)
+    except Exception as e:
+        result = {"error": f"Ray failed: {one_line(e)}"}
+    # A file, not stdout: Ray may print there too.
+    with open(os.path.join(job["out_dir"], "result.json"), "w") as f:
+        json.dump(result, f)
 
 
 if __name__ == "__main__":

@@ -142,6 +142,7 @@ pub fn merge(parts: Vec<Part>, reasons: &BTreeMap<u32, String>) -> anyhow::Resul
                 responses: r.results.responses,
                 errors: r.results.errors.total(),
                 requests_per_s: r.results.requests_per_s,
+                latency: r.results.latency.clone(),
                 client: r.client.clone(),
             })
             .collect(),

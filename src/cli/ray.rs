@@ -135,7 +135,7 @@ pub fn cmd(a: &RunArgs, whole: &Spec, body: &[u8]) -> anyhow::Result<ExitCode> {
     let mut child = Command::new(&py)
         .arg(&script)
         .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
+        .stdout(Stdio::null())
         .stderr(if a.quiet {
             Stdio::null()
         } else {
@@ -154,16 +154,13 @@ pub fn cmd(a: &RunArgs, whole: &Spec, body: &[u8]) -> anyhow::Result<ExitCode> {
         .expect("piped")
         .write_all(job.to_string().as_bytes())
         .context("cannot hand the job to the Ray companion")?;
-    let out = child
-        .wait_with_output()
-        .context("the Ray companion failed")?;
-    let text = String::from_utf8_lossy(&out.stdout);
-    let outcome: Outcome = match text.lines().last().map(serde_json::from_str) {
-        Some(Ok(o)) => o,
+    let status = child.wait().context("the Ray companion failed")?;
+    let result = std::fs::read_to_string(dir.path().join("result.json"));
+    let outcome: Outcome = match result.map(|t| serde_json::from_str(&t)) {
+        Ok(Ok(o)) => o,
         _ => anyhow::bail!(
-            "the Ray companion ({}) ended without a result (exit status {}): is Ray installed for it? (scripts/install-deps.sh ray, or set LOADLENS_PYTHON)",
-            py.display(),
-            out.status
+            "the Ray companion ({}) ended without a result ({status}): is Ray installed for it? (scripts/install-deps.sh ray, or set LOADLENS_PYTHON)",
+            py.display()
         ),
     };
     if let Some(e) = outcome.error {

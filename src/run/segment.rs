@@ -4,7 +4,7 @@
 
 use serde::{Deserialize, Serialize};
 
-use super::ClientCheck;
+use super::{ClientCheck, LatencySummary};
 
 /// This Run is one segment of a load split over processes or machines: its `spec` is
 /// this segment's share (connections, request budget, rate), and these are the whole
@@ -64,6 +64,9 @@ pub struct SegmentPart {
     pub errors: u64,
     /// Its responses per second.
     pub requests_per_s: f64,
+    /// Its own latency distribution (with its histogram): the merged one is the sum of
+    /// these.
+    pub latency: LatencySummary,
     /// Its own client self-check: a saturated client machine is named here.
     pub client: ClientCheck,
 }

@@ -117,6 +117,7 @@ mod tests {
             responses: 1,
             errors: 0,
             requests_per_s: 1.0,
+            latency: run.results.latency.clone(),
             client,
         };
         let idle = ClientCheck {
