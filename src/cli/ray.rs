@@ -131,6 +131,9 @@ pub fn cmd(a: &RunArgs, whole: &Spec, body: &[u8]) -> anyhow::Result<ExitCode> {
         "server_node_resource": a.ray.server_node_resource,
         "quiet": a.quiet,
     });
+    // Ctrl-C reaches the companion too, which stops its segments and says so; this
+    // process waits for it (and then removes its temporary files) instead of dying.
+    let _stop = super::load::stop_on_signals()?;
     let py = python();
     let mut child = Command::new(&py)
         .arg(&script)
