@@ -50,7 +50,20 @@ def die_with_parent():
 
 def pick_nodes(nodes, clients, server_resource):
     """The nodes that send load: alive, with CPUs, not the server's node; head last
-    (it coordinates the cluster)."""
+    (it coordinates the cluster).
+
+    >>> node = lambda i, alive=True, **res: {"NodeID": i, "Alive": alive, "Resources": res}
+    >>> nodes = [node("a", CPU=2, **{"node:__internal_head__": 1}), node("b", CPU=1),
+    ...          node("c", alive=False, CPU=4), node("d"), node("e", CPU=8, server=1)]
+    >>> [n["NodeID"] for n in pick_nodes(nodes, 2, "server")]
+    ['b', 'a']
+    >>> [n["NodeID"] for n in pick_nodes(nodes, 1, None)]
+    ['b']
+    >>> pick_nodes(nodes, 3, "server")
+    Traceback (most recent call last):
+    ...
+    loadlens_ray.Refused: --clients 3 but the Ray cluster has 2 alive node(s) with CPUs to place them on (one segment per node, not the server node)
+    """
     usable = [
         n
         for n in nodes

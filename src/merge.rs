@@ -262,3 +262,60 @@ fn all_clients(runs: &[&Run]) -> ClientCheck {
         saturated: runs.iter().any(|r| r.client.saturated),
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::run::Segment;
+
+    /// A recorded Run made segment `index` of 2, started at `started`.
+    fn segment(index: u32, started: f64) -> Part {
+        let p = format!(
+            "{}/tests/data/runs/healthy-before.json",
+            env!("CARGO_MANIFEST_DIR")
+        );
+        let mut run = Run::from_json(&std::fs::read_to_string(p).unwrap()).unwrap();
+        run.started_unix_s = started;
+        run.segment = Some(Segment {
+            index,
+            count: 2,
+            whole_connections: run.spec.connections * 2,
+            whole_requests: None,
+            whole_rate: None,
+            start_at_unix_s: None,
+            host: format!("h{index}"),
+        });
+        Part {
+            name: format!("seg{index}.json"),
+            run,
+        }
+    }
+
+    #[test]
+    fn timelines_are_aligned_on_the_wall_clock() {
+        let a = segment(1, 1000.0);
+        let b = segment(2, 1001.0);
+        let secs = a.run.results.timeline.len();
+        let per_second: Vec<u64> = a.run.results.timeline.iter().map(|s| s.responses).collect();
+        let m = merge(vec![a, b], &BTreeMap::new()).unwrap();
+        let t = &m.results.timeline;
+        // The second segment started a second later: its seconds are one later.
+        assert_eq!(t.len(), secs + 1);
+        assert_eq!(t[0].responses, per_second[0]);
+        assert_eq!(t[1].responses, per_second[1] + per_second[0]);
+        assert_eq!(t[secs].responses, per_second[secs - 1]);
+        let d = m.merged.as_ref().unwrap();
+        assert_eq!(d.missing, Vec::<u32>::new());
+        assert_eq!(m.results.duration_s, 1.0 + d.segments[1].duration_s);
+    }
+
+    #[test]
+    fn a_missing_segment_is_named_with_its_reason() {
+        let reasons = BTreeMap::from([(2, "node died".to_string())]);
+        let m = merge(vec![segment(1, 1000.0)], &reasons).unwrap();
+        let d = m.merged.unwrap();
+        assert_eq!(d.missing, [2]);
+        assert_eq!(d.missing_reasons, ["node died"]);
+        assert_eq!(m.spec.connections, d.segments[0].connections * 2);
+    }
+}

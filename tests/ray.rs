@@ -202,6 +202,20 @@ fn histogram(latency: &Value) -> hdrhistogram::Histogram<u64> {
         .unwrap()
 }
 
+/// The companion's own logic (which nodes get segments) by its doctests; needs only a
+/// Python 3, not Ray.
+#[test]
+fn companion_places_segments_on_alive_nodes_with_cpus() {
+    let out = Command::new("python3")
+        .args(["-m", "doctest", "-v"])
+        .arg(concat!(env!("CARGO_MANIFEST_DIR"), "/ray/loadlens_ray.py"))
+        .output()
+        .expect("python3 must be installed (scripts/install-deps.sh test)");
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(out.status.success(), "{text}");
+    assert!(text.contains("5 passed and 0 failed"), "{text}");
+}
+
 #[test]
 fn segments_on_two_ray_nodes_merge_exactly_and_a_killed_node_is_missing() {
     let py = python();
