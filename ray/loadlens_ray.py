@@ -80,6 +80,25 @@ def pick_nodes(nodes, clients, server_resource):
     return usable[:clients]
 
 
+def server_node(nodes, resource):
+    """The alive node with the server's custom resource, if one was named.
+
+    >>> server_node([{"NodeID": "a", "Alive": True, "Resources": {"server": 1}}], "server")["NodeID"]
+    'a'
+    >>> server_node([], None) is None
+    True
+    """
+    if not resource:
+        return None
+    for n in nodes:
+        if n.get("Alive") and n.get("Resources", {}).get(resource):
+            return n
+    raise Refused(
+        f"--server-node-resource {resource}: no alive node of the Ray cluster has that custom resource "
+        f"(start the server's node with `ray start ... --resources '{{\"{resource}\": 1}}'`)"
+    )
+
+
 def package(binary):
     """A directory holding the binary, for the runtime environment's working_dir.
     Debug sections are left out (smaller upload); the code is the same."""
@@ -116,13 +135,15 @@ def run(job):
             )
         except Exception as e:  # Ray raises several kinds for an unreachable cluster
             raise Refused(f"cannot connect to the Ray cluster at {job['address']}: {one_line(e)}")
-        nodes = pick_nodes(ray.nodes(), clients, job.get("server_node_resource"))
-        return place_and_run(ray, NodeAffinitySchedulingStrategy, job, nodes)
+        all_nodes = ray.nodes()
+        nodes = pick_nodes(all_nodes, clients, job.get("server_node_resource"))
+        server = server_node(all_nodes, job.get("server_node_resource"))
+        return place_and_run(ray, NodeAffinitySchedulingStrategy, job, nodes, server)
     finally:
         shutil.rmtree(pkg, ignore_errors=True)
 
 
-def place_and_run(ray, affinity, job, nodes):
+def place_and_run(ray, affinity, job, nodes, server):
     n = len(nodes)
 
     @ray.remote(num_cpus=0, max_restarts=0, max_task_retries=0)
@@ -148,6 +169,35 @@ def place_and_run(ray, affinity, job, nodes):
                 "stderr": p.stderr.decode(errors="replace")[-2000:],
             }
 
+    @ray.remote(num_cpus=0, max_restarts=0, max_task_retries=0)
+    class Watcher:
+        """The watch on the server's node, from the common start until told to stop."""
+
+        def ready(self):
+            return socket.gethostname()
+
+        def start(self, args):
+            exe = os.path.join(os.getcwd(), "loadlens")
+            os.chmod(exe, 0o755)
+            self.proc = subprocess.Popen(
+                [exe, "watch", *args],
+                stdin=subprocess.PIPE,
+                stdout=subprocess.PIPE,
+                stderr=subprocess.PIPE,
+                preexec_fn=die_with_parent,
+            )
+
+        def stop(self):
+            out, err = self.proc.communicate(input=b"", timeout=60)
+            return {
+                "code": self.proc.returncode,
+                "stdout": out.decode(errors="replace"),
+                "stderr": err.decode(errors="replace")[-2000:],
+            }
+
+    watcher = None
+    if server is not None:
+        watcher = Watcher.options(scheduling_strategy=affinity(node_id=server["NodeID"], soft=False)).remote()
     actors = {
         i + 1: Segment.options(
             scheduling_strategy=affinity(node_id=node["NodeID"], soft=False),
@@ -157,7 +207,16 @@ def place_and_run(ray, affinity, job, nodes):
     missing = {}
     hosts = {}
     ready = {actors[i].ready.remote(): i for i in actors}
+    watcher_ready = watcher.ready.remote() if watcher else None
     done, pending = ray.wait(list(ready), num_returns=len(ready), timeout=job["ready_timeout_s"])
+    server_host = None
+    server_error = None
+    if watcher:
+        try:
+            server_host = ray.get(watcher_ready, timeout=job["ready_timeout_s"])
+        except Exception as e:
+            server_error = f"the watch on the server's node did not start: {one_line(e)}"
+            watcher = None
     for ref in done:
         i = ready[ref]
         try:
@@ -173,6 +232,8 @@ def place_and_run(ray, affinity, job, nodes):
         return {"segments": [], "missing": missing}
 
     start_at = time.time() + START_LEAD_S
+    if watcher:
+        ray.get(watcher.start.remote([*job["watch_args"], "--start-at", f"{start_at:.3f}"]), timeout=60)
     timeout_s = job["run_timeout_s"]
     log(job, f"{len(started)} of {n} segments on {', '.join(hosts[i] for i in started)}, starting at {start_at:.3f}")
     runs = {
@@ -209,7 +270,23 @@ def place_and_run(ray, affinity, job, nodes):
         i = runs[ref]
         missing[i] = f"no result within {timeout_s:.0f}s of the start"
         ray.kill(actors[i])
-    return {"segments": sorted(segments, key=lambda s: s["index"]), "missing": missing}
+    result = {"segments": sorted(segments, key=lambda s: s["index"]), "missing": missing}
+    if watcher:
+        try:
+            out = ray.get(watcher.stop.remote(), timeout=90)
+            if out["code"] == 0:
+                path = os.path.join(job["out_dir"], "server-evidence.json")
+                with open(path, "w") as f:
+                    f.write(out["stdout"])
+                result["server"] = {"file": path, "host": server_host}
+            else:
+                last = out["stderr"].strip().splitlines()
+                server_error = f"the watch on the server's node failed: {last[-1] if last else out['code']}"
+        except Exception as e:
+            server_error = f"the watch on the server's node ended without evidence: {one_line(e)}"
+    if server_error:
+        result["server_error"] = server_error
+    return result
 
 
 def one_line(e):

@@ -71,7 +71,7 @@ pub fn measure(
 }
 
 /// How long before an agreed start (`--start-at`) the watch starts.
-const WATCH_LEAD_S: f64 = 1.0;
+pub const WATCH_LEAD_S: f64 = 1.0;
 
 /// Now, in seconds since the Unix epoch.
 pub fn unix_now() -> f64 {
@@ -83,7 +83,7 @@ pub fn unix_now() -> f64 {
 
 /// Sleeps until `at` (seconds since the Unix epoch) on the wall clock, or until `stop`.
 /// Short sleeps near the end keep the start within about a millisecond of `at`.
-fn wait_until(at: f64, stop: &AtomicBool) {
+pub fn wait_until(at: f64, stop: &AtomicBool) {
     loop {
         let left = at - unix_now();
         if left <= 0.0 || stop.load(Ordering::Relaxed) {

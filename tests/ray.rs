@@ -213,7 +213,7 @@ fn companion_places_segments_on_alive_nodes_with_cpus() {
         .expect("python3 must be installed (scripts/install-deps.sh test)");
     let text = String::from_utf8_lossy(&out.stdout);
     assert!(out.status.success(), "{text}");
-    assert!(text.contains("5 passed and 0 failed"), "{text}");
+    assert!(text.contains("7 passed and 0 failed"), "{text}");
 }
 
 #[test]
@@ -256,7 +256,17 @@ fn segments_on_two_ray_nodes_merge_exactly_and_a_killed_node_is_missing() {
     let child = loadlens_ray(
         &py,
         &cluster.address,
-        &["-n", "2000", "-c", "4", "--clients", "2", &url],
+        &[
+            "-n",
+            "2000",
+            "-c",
+            "4",
+            "--clients",
+            "2",
+            "--server-node-resource",
+            "server",
+            &url,
+        ],
         &merged,
     )
     .stderr(Stdio::piped())
@@ -301,6 +311,23 @@ fn segments_on_two_ray_nodes_merge_exactly_and_a_killed_node_is_missing() {
     assert_eq!(pct(99.0), union.value_at_quantile(0.99));
     assert_eq!(u(&m, "results.latency.max_us"), union.max());
     assert_eq!(u(&m, "results.latency.count"), union.len());
+    // The machine was watched on the server's node (the head, with the `server`
+    // resource): nginx found there, the segments themselves unwatched.
+    let procs = m["evidence"]["topology"]["processes"].as_array().unwrap();
+    assert!(
+        procs.iter().any(|p| p["comm"] == "nginx"),
+        "{}",
+        m["evidence"]["topology"]
+    );
+    assert!(
+        m["warnings"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|w| w.as_str().unwrap().contains("server's node")),
+        "{}",
+        m["warnings"]
+    );
 
     // A node killed during its segment: reported missing, not waited for.
     let lines_before = ng.log().len();

@@ -30,8 +30,10 @@ def main():
         head_node_args=dict(
             common,
             gcs_server_port=port,
-            # The head coordinates; the workers send load.
+            # The head coordinates and stands for the server's node; the workers send
+            # load.
             num_cpus=0,
+            resources={"server": 1},
             # A dead node is noticed within seconds (Ray's default is about 30 s).
             _system_config={
                 "health_check_initial_delay_ms": 1000,

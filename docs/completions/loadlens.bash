@@ -46,6 +46,9 @@ _loadlens() {
             loadlens,sweep)
                 cmd="loadlens__subcmd__sweep"
                 ;;
+            loadlens,watch)
+                cmd="loadlens__subcmd__watch"
+                ;;
             loadlens__subcmd__help,compare)
                 cmd="loadlens__subcmd__help__subcmd__compare"
                 ;;
@@ -75,6 +78,9 @@ _loadlens() {
                 ;;
             loadlens__subcmd__help,sweep)
                 cmd="loadlens__subcmd__help__subcmd__sweep"
+                ;;
+            loadlens__subcmd__help,watch)
+                cmd="loadlens__subcmd__help__subcmd__watch"
                 ;;
             loadlens__subcmd__help__subcmd__lab,list)
                 cmd="loadlens__subcmd__help__subcmd__lab__subcmd__list"
@@ -116,7 +122,7 @@ _loadlens() {
 
     case "${cmd}" in
         loadlens)
-            opts="-h -V --help --version run compare merge sweep report explain completions man lab help"
+            opts="-h -V --help --version run compare merge sweep report explain completions watch man lab help"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 1 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -184,7 +190,7 @@ _loadlens() {
             return 0
             ;;
         loadlens__subcmd__help)
-            opts="run compare merge sweep report explain completions man lab help"
+            opts="run compare merge sweep report explain completions watch man lab help"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -366,6 +372,20 @@ _loadlens() {
             return 0
             ;;
         loadlens__subcmd__help__subcmd__sweep)
+            opts=""
+            if [[ ${cur} == -* || ${COMP_CWORD} -eq 3 ]] ; then
+                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+                return 0
+            fi
+            case "${prev}" in
+                *)
+                    COMPREPLY=()
+                    ;;
+            esac
+            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+            return 0
+            ;;
+        loadlens__subcmd__help__subcmd__watch)
             opts=""
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 3 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
@@ -825,6 +845,44 @@ _loadlens() {
                     return 0
                     ;;
                 --server-pid)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --server-name)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --profile-hz)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                *)
+                    COMPREPLY=()
+                    ;;
+            esac
+            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+            return 0
+            ;;
+        loadlens__subcmd__watch)
+            opts="-h -V --start-at --max-duration --json --sample --server-name --profile-hz --help --version"
+            if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
+                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+                return 0
+            fi
+            case "${prev}" in
+                --start-at)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --max-duration)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --json)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --sample)
                     COMPREPLY=($(compgen -f "${cur}"))
                     return 0
                     ;;

@@ -10,7 +10,7 @@ use clap::Args;
 use super::compare::read_run;
 use crate::merge::{merge, Part};
 use crate::report::{self, Dest, Json, Output, Text};
-use crate::run::Run;
+use crate::run::{Evidence, Run};
 
 #[derive(Args, Debug)]
 pub struct MergeArgs {
@@ -54,13 +54,25 @@ impl Views {
         Ok(Views { outputs })
     }
 
-    /// Merges the parts, diagnoses the sum and writes the views.
+    /// Merges the parts, diagnoses the sum and writes the views. `server`: evidence
+    /// watched on the server's machine (and its host), which replaces the segments' own.
     pub(super) fn merge_and_write(
         &self,
         parts: Vec<Part>,
         reasons: &BTreeMap<u32, String>,
+        server: Option<(Evidence, String)>,
+        warnings: Vec<String>,
     ) -> anyhow::Result<Run> {
         let mut run = merge(parts, reasons)?;
+        if let Some((evidence, host)) = server {
+            run.warnings
+                .retain(|w| !w.starts_with("the machine evidence is "));
+            run.warnings.push(format!(
+                "the machine evidence is the server's node's ({host})"
+            ));
+            run.evidence = Some(evidence);
+        }
+        run.warnings.extend(warnings);
         run.findings = crate::diagnose::diagnose(&run);
         report::write_all(&run, &self.outputs)?;
         Ok(run)
@@ -76,6 +88,6 @@ pub fn cmd(a: MergeArgs) -> anyhow::Result<ExitCode> {
             run: read_run(f)?,
         });
     }
-    views.merge_and_write(parts, &BTreeMap::new())?;
+    views.merge_and_write(parts, &BTreeMap::new(), None, Vec::new())?;
     Ok(ExitCode::SUCCESS)
 }

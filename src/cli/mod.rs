@@ -10,6 +10,7 @@ mod progress;
 mod ray;
 mod run;
 mod sweep;
+mod watch;
 
 use std::io::Write;
 use std::path::PathBuf;
@@ -58,6 +59,11 @@ enum Command {
         #[arg(value_enum)]
         shell: clap_complete::Shell,
     },
+    /// Watch the server's machine around a load sent from elsewhere, until standard
+    /// input closes; the Evidence as JSON (what `run --ray --server-node-resource`
+    /// starts on the server's node).
+    #[command(hide = true)]
+    Watch(watch::WatchArgs),
     /// Print the man page (roff; `make install` installs it).
     #[command(hide = true)]
     Man,
@@ -102,6 +108,7 @@ pub fn main() -> anyhow::Result<ExitCode> {
         Command::Lab(c) => lab::cmd(c),
         Command::Compare(a) => compare::cmd(a),
         Command::Merge(a) => merge::cmd(a),
+        Command::Watch(a) => watch::cmd(a),
         Command::Sweep(a) => sweep::cmd(*a),
         Command::Completions { shell } => print(&completions(shell)),
         Command::Man => print(&man_page()?),

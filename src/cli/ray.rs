@@ -20,7 +20,7 @@ use serde::Deserialize;
 use super::merge::Views;
 use super::run::RunArgs;
 use crate::merge::Part;
-use crate::run::Run;
+use crate::run::{Evidence, Run};
 use crate::spec::{SegmentOf, Spec};
 use crate::units::parse_duration;
 
@@ -42,8 +42,9 @@ pub struct RayFlags {
     /// without a Run by then is reported missing.
     #[arg(long, value_parser = parse_duration, requires = "address", value_name = "DURATION")]
     pub ray_timeout: Option<Duration>,
-    /// With --ray: the custom resource of the server's node (e.g. `server`); no client
-    /// segment is placed there.
+    /// With --ray: the custom resource of the server's node (e.g. `server`): the machine
+    /// is watched there (as `run` watches its own; the segments then do not watch
+    /// theirs), and no client segment goes there.
     #[arg(long, value_name = "NAME", requires = "address")]
     pub server_node_resource: Option<String>,
 }
@@ -58,6 +59,18 @@ struct Outcome {
     /// Missing segment → why.
     #[serde(default)]
     missing: BTreeMap<u32, String>,
+    /// The Evidence watched on the server's node (`--server-node-resource`).
+    #[serde(default)]
+    server: Option<ServerWatch>,
+    /// Why there is none, when one was asked for.
+    #[serde(default)]
+    server_error: Option<String>,
+}
+
+#[derive(Deserialize)]
+struct ServerWatch {
+    file: PathBuf,
+    host: String,
 }
 
 #[derive(Deserialize)]
@@ -129,6 +142,7 @@ pub fn cmd(a: &RunArgs, whole: &Spec, body: &[u8]) -> anyhow::Result<ExitCode> {
         "ready_timeout_s": 180.0,
         "out_dir": dir.path(),
         "server_node_resource": a.ray.server_node_resource,
+        "watch_args": watch_args(a, run_timeout),
         "quiet": a.quiet,
     });
     // Ctrl-C reaches the companion too, which stops its segments and says so; this
@@ -188,7 +202,22 @@ pub fn cmd(a: &RunArgs, whole: &Spec, body: &[u8]) -> anyhow::Result<ExitCode> {
             run,
         });
     }
-    views.merge_and_write(parts, &outcome.missing)?;
+    let server = match &outcome.server {
+        Some(w) => {
+            let text = std::fs::read_to_string(&w.file)
+                .context("cannot read the server node's evidence")?;
+            let ev: Evidence = serde_json::from_str(&text)
+                .with_context(|| format!("the evidence from the server's node ({})", w.host))?;
+            Some((ev, w.host.clone()))
+        }
+        None => None,
+    };
+    views.merge_and_write(
+        parts,
+        &outcome.missing,
+        server,
+        outcome.server_error.into_iter().collect(),
+    )?;
     Ok(ExitCode::SUCCESS)
 }
 
@@ -225,7 +254,8 @@ fn segment_args(a: &RunArgs, whole: &Spec, body: &[u8]) -> anyhow::Result<Vec<St
     if whole.insecure {
         v.push("-k".into());
     }
-    if a.load.no_watch {
+    // With the server's node watched, the client machines' own watch says nothing.
+    if a.load.no_watch || a.ray.server_node_resource.is_some() {
         v.push("--no-watch".into());
     }
     v.extend(["--sample".into(), ms(a.load.sample)]);
@@ -240,4 +270,23 @@ fn segment_args(a: &RunArgs, whole: &Spec, body: &[u8]) -> anyhow::Result<Vec<St
         ]);
     }
     Ok(v)
+}
+
+/// The flags of the watch on the server's node (`loadlens watch`): the URL (its port
+/// finds the listener), the sampling, the names and the profile asked for.
+fn watch_args(a: &RunArgs, run_timeout_s: f64) -> Vec<String> {
+    let mut v = vec![
+        a.url.clone(),
+        "--sample".into(),
+        format!("{}ms", a.load.sample.as_millis().max(1)),
+        "--max-duration".into(),
+        format!("{}s", run_timeout_s.ceil() as u64 + 10),
+    ];
+    for n in &a.load.server_names {
+        v.extend(["--server-name".into(), n.clone()]);
+    }
+    if a.load.profile {
+        v.extend(["--profile-hz".into(), a.load.profile_hz.to_string()]);
+    }
+    v
 }
