@@ -1,6 +1,8 @@
 #!/usr/bin/env bash
 # Installs the Debian packages loadlens's tests, demo and benchmarks use, when missing.
-# Usage: scripts/install-deps.sh [test|demo|bench]
+# Usage: scripts/install-deps.sh [test|demo|bench|ray]
+# `test` and `ray` also make the Python virtual environment with Ray that `run --ray` and
+# its test use (~/.cache/loadlens-venv, from ray/requirements.lock).
 set -euo pipefail
 what=${1:-test}
 
@@ -19,9 +21,13 @@ want prlimit util-linux
 [ "$what" = test ] && want chromium chromium
 ls /usr/sbin/php-fpm* >/dev/null 2>&1 || need+=(php-fpm)
 # The lab's servers other than nginx (apache-workers, haproxy-maxconn).
-if [ "$what" != bench ]; then
+if [ "$what" = test ] || [ "$what" = demo ]; then
   [ -x /usr/sbin/apache2 ] || need+=(apache2)
   [ -x /usr/sbin/haproxy ] || need+=(haproxy)
+fi
+if [ "$what" = test ] || [ "$what" = ray ]; then
+  want python3 python3
+  python3 -c 'import venv, ensurepip' >/dev/null 2>&1 || need+=(python3-venv)
 fi
 if [ "$what" = bench ]; then
   want wrk wrk
@@ -42,6 +48,20 @@ if [ ${#need[@]} -gt 0 ]; then
     systemctl disable --now nginx >/dev/null 2>&1 || true
     systemctl disable --now 'php*-fpm' >/dev/null 2>&1 || true
     systemctl disable --now apache2 haproxy >/dev/null 2>&1 || true
+  fi
+fi
+
+# Ray for `run --ray` and tests/ray.rs: a virtual environment made from the lock file,
+# remade when the lock file changes.
+if [ "$what" = test ] || [ "$what" = ray ]; then
+  venv="$HOME/.cache/loadlens-venv"
+  lock="$(cd "$(dirname "$0")/.." && pwd)/ray/requirements.lock"
+  if ! cmp -s "$lock" "$venv/requirements.lock" || ! "$venv/bin/python3" -c 'import ray' >/dev/null 2>&1; then
+    echo "installing Ray into $venv (ray/requirements.lock)" >&2
+    rm -rf "$venv"
+    python3 -m venv "$venv"
+    "$venv/bin/pip" install --quiet --no-input --disable-pip-version-check -r "$lock"
+    cp "$lock" "$venv/requirements.lock"
   fi
 fi
 

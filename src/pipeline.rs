@@ -24,6 +24,9 @@ pub struct Job<'a> {
     pub body: &'a [u8],
     /// How to watch the machine; `None` = `--no-watch`.
     pub watch: Option<WatchSpec>,
+    /// `--start-at`: the first request is due at this time (seconds since the Unix
+    /// epoch), so segments on several machines start together.
+    pub start_at: Option<f64>,
 }
 
 /// Runs the load with the watch around it and returns the diagnosed Run. `stop` ends
@@ -33,11 +36,16 @@ pub fn measure(
     stop: Arc<AtomicBool>,
     progress: &mut dyn Progress,
 ) -> anyhow::Result<Run> {
-    let started_unix_s = SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .map(|d| d.as_secs_f64())
-        .unwrap_or(0.0);
+    // The watch's discovery takes a moment: it starts a second before an agreed start,
+    // so the load begins on time and the watch window is at most that much longer.
+    if let Some(at) = job.start_at {
+        wait_until(at - WATCH_LEAD_S, &stop);
+    }
     let watch = job.watch.clone().map(Watch::start);
+    if let Some(at) = job.start_at {
+        wait_until(at, &stop);
+    }
+    let started_unix_s = unix_now();
     let outcome = engine::run(job.spec, job.target, job.addr, job.body, stop, progress);
     // The watch ends even when the load failed, so its thread never outlives the run.
     let evidence = watch.map(Watch::finish);
@@ -55,9 +63,34 @@ pub fn measure(
         findings: Vec::new(),
         repetitions: Vec::new(),
         interrupted: None,
+        segment: None,
+        merged: None,
     };
     run.findings = crate::diagnose::diagnose(&run);
     Ok(run)
+}
+
+/// How long before an agreed start (`--start-at`) the watch starts.
+pub const WATCH_LEAD_S: f64 = 1.0;
+
+/// Now, in seconds since the Unix epoch.
+pub fn unix_now() -> f64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map(|d| d.as_secs_f64())
+        .unwrap_or(0.0)
+}
+
+/// Sleeps until `at` (seconds since the Unix epoch) on the wall clock, or until `stop`.
+/// Short sleeps near the end keep the start within about a millisecond of `at`.
+pub fn wait_until(at: f64, stop: &AtomicBool) {
+    loop {
+        let left = at - unix_now();
+        if left <= 0.0 || stop.load(Ordering::Relaxed) {
+            return;
+        }
+        std::thread::sleep(Duration::from_secs_f64(left.min(0.05)));
+    }
 }
 
 /// Runs the same load `times` times, `pause` apart, and returns one Run holding every

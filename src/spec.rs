@@ -4,6 +4,9 @@
 //! contradict each other, a URL that cannot work, a target that refuses connections),
 //! and recorded as-is in the Run artifact so a run can be repeated from its JSON.
 
+mod segment;
+pub use segment::{share_of, SegmentOf};
+
 use std::net::{SocketAddr, TcpStream, ToSocketAddrs};
 use std::time::Duration;
 

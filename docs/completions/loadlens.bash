@@ -34,6 +34,9 @@ _loadlens() {
             loadlens,man)
                 cmd="loadlens__subcmd__man"
                 ;;
+            loadlens,merge)
+                cmd="loadlens__subcmd__merge"
+                ;;
             loadlens,report)
                 cmd="loadlens__subcmd__report"
                 ;;
@@ -42,6 +45,9 @@ _loadlens() {
                 ;;
             loadlens,sweep)
                 cmd="loadlens__subcmd__sweep"
+                ;;
+            loadlens,watch)
+                cmd="loadlens__subcmd__watch"
                 ;;
             loadlens__subcmd__help,compare)
                 cmd="loadlens__subcmd__help__subcmd__compare"
@@ -61,6 +67,9 @@ _loadlens() {
             loadlens__subcmd__help,man)
                 cmd="loadlens__subcmd__help__subcmd__man"
                 ;;
+            loadlens__subcmd__help,merge)
+                cmd="loadlens__subcmd__help__subcmd__merge"
+                ;;
             loadlens__subcmd__help,report)
                 cmd="loadlens__subcmd__help__subcmd__report"
                 ;;
@@ -69,6 +78,9 @@ _loadlens() {
                 ;;
             loadlens__subcmd__help,sweep)
                 cmd="loadlens__subcmd__help__subcmd__sweep"
+                ;;
+            loadlens__subcmd__help,watch)
+                cmd="loadlens__subcmd__help__subcmd__watch"
                 ;;
             loadlens__subcmd__help__subcmd__lab,list)
                 cmd="loadlens__subcmd__help__subcmd__lab__subcmd__list"
@@ -110,7 +122,7 @@ _loadlens() {
 
     case "${cmd}" in
         loadlens)
-            opts="-h -V --help --version run compare sweep report explain completions man lab help"
+            opts="-h -V --help --version run compare merge sweep report explain completions watch man lab help"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 1 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -178,7 +190,7 @@ _loadlens() {
             return 0
             ;;
         loadlens__subcmd__help)
-            opts="run compare sweep report explain completions man lab help"
+            opts="run compare merge sweep report explain completions watch man lab help"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -317,6 +329,20 @@ _loadlens() {
             COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
             return 0
             ;;
+        loadlens__subcmd__help__subcmd__merge)
+            opts=""
+            if [[ ${cur} == -* || ${COMP_CWORD} -eq 3 ]] ; then
+                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+                return 0
+            fi
+            case "${prev}" in
+                *)
+                    COMPREPLY=()
+                    ;;
+            esac
+            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+            return 0
+            ;;
         loadlens__subcmd__help__subcmd__report)
             opts=""
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 3 ]] ; then
@@ -346,6 +372,20 @@ _loadlens() {
             return 0
             ;;
         loadlens__subcmd__help__subcmd__sweep)
+            opts=""
+            if [[ ${cur} == -* || ${COMP_CWORD} -eq 3 ]] ; then
+                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+                return 0
+            fi
+            case "${prev}" in
+                *)
+                    COMPREPLY=()
+                    ;;
+            esac
+            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+            return 0
+            ;;
+        loadlens__subcmd__help__subcmd__watch)
             opts=""
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 3 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
@@ -511,6 +551,28 @@ _loadlens() {
             COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
             return 0
             ;;
+        loadlens__subcmd__merge)
+            opts="-h -V --json --html --latency --help --version"
+            if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
+                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+                return 0
+            fi
+            case "${prev}" in
+                --json)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --html)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                *)
+                    COMPREPLY=()
+                    ;;
+            esac
+            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+            return 0
+            ;;
         loadlens__subcmd__report)
             opts="-h -V --latency --html --help --version"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
@@ -530,7 +592,7 @@ _loadlens() {
             return 0
             ;;
         loadlens__subcmd__run)
-            opts="-c -t -d -n -R -q -H -m -k -h -V --connections --threads --duration --requests --connreqs --rate --latency --json --flamegraph --html --quiet --repeat --pause --header --method --body --body-file --timeout --insecure --h2 --h1 --max-concurrent-streams --no-watch --sample --server-pid --server-name --profile --profile-hz --help --version"
+            opts="-c -t -d -n -R -q -H -m -k -h -V --connections --threads --duration --requests --connreqs --rate --latency --json --flamegraph --html --quiet --repeat --pause --segment --start-at --ray --clients --ray-timeout --server-node-resource --header --method --body --body-file --timeout --insecure --h2 --h1 --max-concurrent-streams --no-watch --sample --server-pid --server-name --profile --profile-hz --help --version"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -597,6 +659,30 @@ _loadlens() {
                     return 0
                     ;;
                 --pause)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --segment)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --start-at)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --ray)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --clients)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --ray-timeout)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --server-node-resource)
                     COMPREPLY=($(compgen -f "${cur}"))
                     return 0
                     ;;
@@ -767,6 +853,44 @@ _loadlens() {
                     return 0
                     ;;
                 --server-pid)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --server-name)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --profile-hz)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                *)
+                    COMPREPLY=()
+                    ;;
+            esac
+            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+            return 0
+            ;;
+        loadlens__subcmd__watch)
+            opts="-h -V --start-at --max-duration --json --sample --server-name --profile-hz --help --version"
+            if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
+                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+                return 0
+            fi
+            case "${prev}" in
+                --start-at)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --max-duration)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --json)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --sample)
                     COMPREPLY=($(compgen -f "${cur}"))
                     return 0
                     ;;

@@ -28,10 +28,12 @@ complete -c loadlens -n "__fish_loadlens_needs_command" -s h -l help -d 'Print h
 complete -c loadlens -n "__fish_loadlens_needs_command" -s V -l version -d 'Print version'
 complete -c loadlens -n "__fish_loadlens_needs_command" -f -a "run" -d 'Load-test a URL and report throughput, latency and errors'
 complete -c loadlens -n "__fish_loadlens_needs_command" -f -a "compare" -d 'Compare saved Runs: the numbers side by side, each change with a verdict (significant / not significant / not enough data)'
+complete -c loadlens -n "__fish_loadlens_needs_command" -f -a "merge" -d 'Merge the segment Runs of a load split over machines (`run --segment I/N`) into the Run of the whole load: counts summed, histograms added, findings recomputed'
 complete -c loadlens -n "__fish_loadlens_needs_command" -f -a "sweep" -d 'A study in one command: the cross product of comma-separated values (-c, -t, --connreqs, -R, URLs) as a table; or, with --ceiling --slo, the highest rate that meets a latency objective'
 complete -c loadlens -n "__fish_loadlens_needs_command" -f -a "report" -d 'Render a Run saved with `--json` again'
 complete -c loadlens -n "__fish_loadlens_needs_command" -f -a "explain" -d 'The long explanation of a finding id (mechanism, how to confirm, fixes, sources)'
 complete -c loadlens -n "__fish_loadlens_needs_command" -f -a "completions" -d 'Print shell completions for bash, zsh or fish (`make install` installs them)'
+complete -c loadlens -n "__fish_loadlens_needs_command" -f -a "watch" -d 'Watch the server\'s machine around a load sent from elsewhere, until standard input closes; the Evidence as JSON (what `run --ray --server-node-resource` starts on the server\'s node)'
 complete -c loadlens -n "__fish_loadlens_needs_command" -f -a "man" -d 'Print the man page (roff; `make install` installs it)'
 complete -c loadlens -n "__fish_loadlens_needs_command" -f -a "lab" -d 'Published nginx setups with a known fault and its fix, in network namespaces (needs root)'
 complete -c loadlens -n "__fish_loadlens_needs_command" -f -a "help" -d 'Print this message or the help of the given subcommand(s)'
@@ -46,6 +48,12 @@ complete -c loadlens -n "__fish_loadlens_using_subcommand run" -l flamegraph -d 
 complete -c loadlens -n "__fish_loadlens_using_subcommand run" -l html -d 'Write the self-contained HTML report (charts, findings, profile) to FILE' -r -F
 complete -c loadlens -n "__fish_loadlens_using_subcommand run" -l repeat -d 'Run the same load N times and report each repetition and the mean with its 95% interval (for `loadlens compare`)' -r
 complete -c loadlens -n "__fish_loadlens_using_subcommand run" -l pause -d 'Pause between repetitions' -r
+complete -c loadlens -n "__fish_loadlens_using_subcommand run" -l segment -d 'Run only the I-th of N shares of the load (connections, -n and -R split so the N segments add up exactly to the whole), e.g. 2/3; `loadlens merge` adds the segments\' Runs up' -r
+complete -c loadlens -n "__fish_loadlens_using_subcommand run" -l start-at -d 'Wait until this time (seconds since the Unix epoch, at most an hour ahead) and start the load then, so segments on several machines start together' -r
+complete -c loadlens -n "__fish_loadlens_using_subcommand run" -l ray -d 'Run the load from the nodes of this Ray cluster (e.g. 10.0.0.1:6379, or `auto` on a node of it), one segment per node, and merge them (needs Ray installed for the Python in LOADLENS_PYTHON, or in ~/.cache/loadlens-venv)' -r
+complete -c loadlens -n "__fish_loadlens_using_subcommand run" -l clients -d 'With --ray: how many nodes send load (at most the alive nodes with CPUs)' -r
+complete -c loadlens -n "__fish_loadlens_using_subcommand run" -l ray-timeout -d 'With --ray: the longest wait for the segments, from their start [default: the duration (or 5 minutes with -n) plus the request timeout plus 60s]; a segment without a Run by then is reported missing' -r
+complete -c loadlens -n "__fish_loadlens_using_subcommand run" -l server-node-resource -d 'With --ray: the custom resource of the server\'s node (e.g. `server`): the machine is watched there (as `run` watches its own; the segments then do not watch theirs), and no client segment goes there' -r
 complete -c loadlens -n "__fish_loadlens_using_subcommand run" -s H -l header -d 'Add a request header, e.g. -H \'Accept-Encoding: gzip\' (repeatable)' -r
 complete -c loadlens -n "__fish_loadlens_using_subcommand run" -s m -l method -d 'HTTP method' -r
 complete -c loadlens -n "__fish_loadlens_using_subcommand run" -l body -d 'Request body' -r
@@ -70,6 +78,11 @@ complete -c loadlens -n "__fish_loadlens_using_subcommand compare" -l html -d 'W
 complete -c loadlens -n "__fish_loadlens_using_subcommand compare" -l fail-if-slower -d 'Exit 1 when a later run is significantly slower than the first by more than PCT percent: fewer requests/s, or a higher p99 (for CI)' -r
 complete -c loadlens -n "__fish_loadlens_using_subcommand compare" -s h -l help -d 'Print help (see more with \'--help\')'
 complete -c loadlens -n "__fish_loadlens_using_subcommand compare" -s V -l version -d 'Print version'
+complete -c loadlens -n "__fish_loadlens_using_subcommand merge" -l json -d 'Write the merged Run as JSON to FILE (`-` = stdout, which silences the text)' -r
+complete -c loadlens -n "__fish_loadlens_using_subcommand merge" -l html -d 'Write the merged Run as a self-contained HTML page to FILE' -r -F
+complete -c loadlens -n "__fish_loadlens_using_subcommand merge" -l latency -d 'Print the latency percentiles and details'
+complete -c loadlens -n "__fish_loadlens_using_subcommand merge" -s h -l help -d 'Print help'
+complete -c loadlens -n "__fish_loadlens_using_subcommand merge" -s V -l version -d 'Print version'
 complete -c loadlens -n "__fish_loadlens_using_subcommand sweep" -s c -l connections -d 'Connections, e.g. 10,50,100' -r
 complete -c loadlens -n "__fish_loadlens_using_subcommand sweep" -s t -l threads -d 'Worker threads, e.g. 1,2 [default: CPUs available to this process]' -r
 complete -c loadlens -n "__fish_loadlens_using_subcommand sweep" -l connreqs -d 'Requests per connection, e.g. 1,4,14,keep-alive [default: keep-alive]' -r
@@ -110,6 +123,14 @@ complete -c loadlens -n "__fish_loadlens_using_subcommand explain" -s h -l help 
 complete -c loadlens -n "__fish_loadlens_using_subcommand explain" -s V -l version -d 'Print version'
 complete -c loadlens -n "__fish_loadlens_using_subcommand completions" -s h -l help -d 'Print help'
 complete -c loadlens -n "__fish_loadlens_using_subcommand completions" -s V -l version -d 'Print version'
+complete -c loadlens -n "__fish_loadlens_using_subcommand watch" -l start-at -d 'Start watching a second before this time (seconds since the Unix epoch)' -r
+complete -c loadlens -n "__fish_loadlens_using_subcommand watch" -l max-duration -d 'Stop at the latest after this long, even if standard input stays open' -r
+complete -c loadlens -n "__fish_loadlens_using_subcommand watch" -l json -d 'Write the Evidence as JSON to FILE (`-` = stdout)' -r
+complete -c loadlens -n "__fish_loadlens_using_subcommand watch" -l sample -d 'Sampling interval' -r
+complete -c loadlens -n "__fish_loadlens_using_subcommand watch" -l server-name -d 'Watch the processes with this command name (repeatable)' -r
+complete -c loadlens -n "__fish_loadlens_using_subcommand watch" -l profile-hz -d 'Profile the server at this many samples per second' -r
+complete -c loadlens -n "__fish_loadlens_using_subcommand watch" -s h -l help -d 'Print help'
+complete -c loadlens -n "__fish_loadlens_using_subcommand watch" -s V -l version -d 'Print version'
 complete -c loadlens -n "__fish_loadlens_using_subcommand man" -s h -l help -d 'Print help'
 complete -c loadlens -n "__fish_loadlens_using_subcommand man" -s V -l version -d 'Print version'
 complete -c loadlens -n "__fish_loadlens_using_subcommand lab; and not __fish_seen_subcommand_from list run shell help" -s h -l help -d 'Print help'
@@ -136,15 +157,17 @@ complete -c loadlens -n "__fish_loadlens_using_subcommand lab; and __fish_seen_s
 complete -c loadlens -n "__fish_loadlens_using_subcommand lab; and __fish_seen_subcommand_from help" -f -a "run" -d 'Build a scenario\'s world, load it, and with --fix show before/after'
 complete -c loadlens -n "__fish_loadlens_using_subcommand lab; and __fish_seen_subcommand_from help" -f -a "shell" -d 'Build a scenario\'s world and open a shell in its client namespace'
 complete -c loadlens -n "__fish_loadlens_using_subcommand lab; and __fish_seen_subcommand_from help" -f -a "help" -d 'Print this message or the help of the given subcommand(s)'
-complete -c loadlens -n "__fish_loadlens_using_subcommand help; and not __fish_seen_subcommand_from run compare sweep report explain completions man lab help" -f -a "run" -d 'Load-test a URL and report throughput, latency and errors'
-complete -c loadlens -n "__fish_loadlens_using_subcommand help; and not __fish_seen_subcommand_from run compare sweep report explain completions man lab help" -f -a "compare" -d 'Compare saved Runs: the numbers side by side, each change with a verdict (significant / not significant / not enough data)'
-complete -c loadlens -n "__fish_loadlens_using_subcommand help; and not __fish_seen_subcommand_from run compare sweep report explain completions man lab help" -f -a "sweep" -d 'A study in one command: the cross product of comma-separated values (-c, -t, --connreqs, -R, URLs) as a table; or, with --ceiling --slo, the highest rate that meets a latency objective'
-complete -c loadlens -n "__fish_loadlens_using_subcommand help; and not __fish_seen_subcommand_from run compare sweep report explain completions man lab help" -f -a "report" -d 'Render a Run saved with `--json` again'
-complete -c loadlens -n "__fish_loadlens_using_subcommand help; and not __fish_seen_subcommand_from run compare sweep report explain completions man lab help" -f -a "explain" -d 'The long explanation of a finding id (mechanism, how to confirm, fixes, sources)'
-complete -c loadlens -n "__fish_loadlens_using_subcommand help; and not __fish_seen_subcommand_from run compare sweep report explain completions man lab help" -f -a "completions" -d 'Print shell completions for bash, zsh or fish (`make install` installs them)'
-complete -c loadlens -n "__fish_loadlens_using_subcommand help; and not __fish_seen_subcommand_from run compare sweep report explain completions man lab help" -f -a "man" -d 'Print the man page (roff; `make install` installs it)'
-complete -c loadlens -n "__fish_loadlens_using_subcommand help; and not __fish_seen_subcommand_from run compare sweep report explain completions man lab help" -f -a "lab" -d 'Published nginx setups with a known fault and its fix, in network namespaces (needs root)'
-complete -c loadlens -n "__fish_loadlens_using_subcommand help; and not __fish_seen_subcommand_from run compare sweep report explain completions man lab help" -f -a "help" -d 'Print this message or the help of the given subcommand(s)'
+complete -c loadlens -n "__fish_loadlens_using_subcommand help; and not __fish_seen_subcommand_from run compare merge sweep report explain completions watch man lab help" -f -a "run" -d 'Load-test a URL and report throughput, latency and errors'
+complete -c loadlens -n "__fish_loadlens_using_subcommand help; and not __fish_seen_subcommand_from run compare merge sweep report explain completions watch man lab help" -f -a "compare" -d 'Compare saved Runs: the numbers side by side, each change with a verdict (significant / not significant / not enough data)'
+complete -c loadlens -n "__fish_loadlens_using_subcommand help; and not __fish_seen_subcommand_from run compare merge sweep report explain completions watch man lab help" -f -a "merge" -d 'Merge the segment Runs of a load split over machines (`run --segment I/N`) into the Run of the whole load: counts summed, histograms added, findings recomputed'
+complete -c loadlens -n "__fish_loadlens_using_subcommand help; and not __fish_seen_subcommand_from run compare merge sweep report explain completions watch man lab help" -f -a "sweep" -d 'A study in one command: the cross product of comma-separated values (-c, -t, --connreqs, -R, URLs) as a table; or, with --ceiling --slo, the highest rate that meets a latency objective'
+complete -c loadlens -n "__fish_loadlens_using_subcommand help; and not __fish_seen_subcommand_from run compare merge sweep report explain completions watch man lab help" -f -a "report" -d 'Render a Run saved with `--json` again'
+complete -c loadlens -n "__fish_loadlens_using_subcommand help; and not __fish_seen_subcommand_from run compare merge sweep report explain completions watch man lab help" -f -a "explain" -d 'The long explanation of a finding id (mechanism, how to confirm, fixes, sources)'
+complete -c loadlens -n "__fish_loadlens_using_subcommand help; and not __fish_seen_subcommand_from run compare merge sweep report explain completions watch man lab help" -f -a "completions" -d 'Print shell completions for bash, zsh or fish (`make install` installs them)'
+complete -c loadlens -n "__fish_loadlens_using_subcommand help; and not __fish_seen_subcommand_from run compare merge sweep report explain completions watch man lab help" -f -a "watch" -d 'Watch the server\'s machine around a load sent from elsewhere, until standard input closes; the Evidence as JSON (what `run --ray --server-node-resource` starts on the server\'s node)'
+complete -c loadlens -n "__fish_loadlens_using_subcommand help; and not __fish_seen_subcommand_from run compare merge sweep report explain completions watch man lab help" -f -a "man" -d 'Print the man page (roff; `make install` installs it)'
+complete -c loadlens -n "__fish_loadlens_using_subcommand help; and not __fish_seen_subcommand_from run compare merge sweep report explain completions watch man lab help" -f -a "lab" -d 'Published nginx setups with a known fault and its fix, in network namespaces (needs root)'
+complete -c loadlens -n "__fish_loadlens_using_subcommand help; and not __fish_seen_subcommand_from run compare merge sweep report explain completions watch man lab help" -f -a "help" -d 'Print this message or the help of the given subcommand(s)'
 complete -c loadlens -n "__fish_loadlens_using_subcommand help; and __fish_seen_subcommand_from lab" -f -a "list" -d 'List the scenarios'
 complete -c loadlens -n "__fish_loadlens_using_subcommand help; and __fish_seen_subcommand_from lab" -f -a "run" -d 'Build a scenario\'s world, load it, and with --fix show before/after'
 complete -c loadlens -n "__fish_loadlens_using_subcommand help; and __fish_seen_subcommand_from lab" -f -a "shell" -d 'Build a scenario\'s world and open a shell in its client namespace'

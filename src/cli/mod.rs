@@ -5,9 +5,12 @@
 mod compare;
 mod lab;
 mod load;
+mod merge;
 mod progress;
+mod ray;
 mod run;
 mod sweep;
+mod watch;
 
 use std::io::Write;
 use std::path::PathBuf;
@@ -37,6 +40,9 @@ enum Command {
     /// Compare saved Runs: the numbers side by side, each change with a verdict
     /// (significant / not significant / not enough data).
     Compare(compare::CompareArgs),
+    /// Merge the segment Runs of a load split over machines (`run --segment I/N`) into
+    /// the Run of the whole load: counts summed, histograms added, findings recomputed.
+    Merge(merge::MergeArgs),
     /// A study in one command: the cross product of comma-separated values (-c, -t,
     /// --connreqs, -R, URLs) as a table; or, with --ceiling --slo, the highest rate
     /// that meets a latency objective.
@@ -53,6 +59,11 @@ enum Command {
         #[arg(value_enum)]
         shell: clap_complete::Shell,
     },
+    /// Watch the server's machine around a load sent from elsewhere, until standard
+    /// input closes; the Evidence as JSON (what `run --ray --server-node-resource`
+    /// starts on the server's node).
+    #[command(hide = true)]
+    Watch(watch::WatchArgs),
     /// Print the man page (roff; `make install` installs it).
     #[command(hide = true)]
     Man,
@@ -96,6 +107,8 @@ pub fn main() -> anyhow::Result<ExitCode> {
         Command::Report(a) => cmd_report(a),
         Command::Lab(c) => lab::cmd(c),
         Command::Compare(a) => compare::cmd(a),
+        Command::Merge(a) => merge::cmd(a),
+        Command::Watch(a) => watch::cmd(a),
         Command::Sweep(a) => sweep::cmd(*a),
         Command::Completions { shell } => print(&completions(shell)),
         Command::Man => print(&man_page()?),

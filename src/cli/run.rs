@@ -11,59 +11,104 @@ use super::progress::LiveLine;
 use super::{available_cpus, parse_u32};
 use crate::pipeline;
 use crate::report::{self, Dest, Json, Output, Text};
-use crate::run::Run;
-use crate::spec::{RequestBytes, Spec};
+use crate::run::{Run, Segment};
+use crate::spec::{RequestBytes, SegmentOf, Spec};
 use crate::units::{parse_count, parse_duration};
 
 #[derive(Args, Debug)]
 pub struct RunArgs {
     /// The URL to load, e.g. http://127.0.0.1:8080/index.html
-    url: String,
+    pub(super) url: String,
     /// Connections to keep open.
     #[arg(short = 'c', long, value_parser = parse_u32, default_value = "10")]
-    connections: u32,
+    pub(super) connections: u32,
     /// Worker threads [default: CPUs available to this process].
     #[arg(short = 't', long, value_parser = parse_u32)]
-    threads: Option<u32>,
+    pub(super) threads: Option<u32>,
     /// Length of the test, e.g. 10s, 1m [default: 10s, or unbounded with -n].
     #[arg(short = 'd', long, value_parser = parse_duration, allow_hyphen_values = true)]
-    duration: Option<Duration>,
+    pub(super) duration: Option<Duration>,
     /// Stop after this many requests (responses plus failed requests), e.g. 10k.
     #[arg(short = 'n', long, value_parser = parse_count)]
-    requests: Option<u64>,
+    pub(super) requests: Option<u64>,
     /// Requests per connection, then close and reconnect (1 = a new TCP connection per
     /// request) [default: keep-alive as long as the server allows].
     #[arg(long, value_parser = parse_u32)]
-    connreqs: Option<u32>,
+    pub(super) connreqs: Option<u32>,
     /// Open loop: this many requests per second over all connections, on schedule; latency
     /// is measured from each request's scheduled time (corrected for coordinated omission).
     #[arg(short = 'R', long, value_parser = parse_count)]
-    rate: Option<u64>,
+    pub(super) rate: Option<u64>,
     /// Print the latency percentiles, status codes and connection details.
     #[arg(long)]
-    latency: bool,
+    pub(super) latency: bool,
     /// Write the Run as JSON to FILE (`-` = stdout, which silences the text output).
     #[arg(long, value_name = "FILE")]
-    json: Option<String>,
+    pub(super) json: Option<String>,
     /// Write a flame graph of the server's CPU (an SVG that opens in a browser,
     /// searchable) to FILE; implies --profile.
     #[arg(long, value_name = "FILE.svg")]
-    flamegraph: Option<std::path::PathBuf>,
+    pub(super) flamegraph: Option<std::path::PathBuf>,
     /// Write the self-contained HTML report (charts, findings, profile) to FILE.
     #[arg(long, value_name = "FILE")]
-    html: Option<std::path::PathBuf>,
+    pub(super) html: Option<std::path::PathBuf>,
     /// Print nothing but errors (the JSON, if asked for, is still written).
     #[arg(short = 'q', long)]
-    quiet: bool,
+    pub(super) quiet: bool,
     /// Run the same load N times and report each repetition and the mean with its 95%
     /// interval (for `loadlens compare`).
     #[arg(long, value_parser = parse_u32, default_value = "1", value_name = "N")]
-    repeat: u32,
+    pub(super) repeat: u32,
     /// Pause between repetitions.
     #[arg(long, value_parser = parse_duration, allow_hyphen_values = true, default_value = "2s")]
-    pause: Duration,
+    pub(super) pause: Duration,
+    /// Run only the I-th of N shares of the load (connections, -n and -R split so the N
+    /// segments add up exactly to the whole), e.g. 2/3; `loadlens merge` adds the
+    /// segments' Runs up.
+    #[arg(long, value_name = "I/N")]
+    pub(super) segment: Option<SegmentOf>,
+    /// Wait until this time (seconds since the Unix epoch, at most an hour ahead) and
+    /// start the load then, so segments on several machines start together.
+    #[arg(long, value_name = "UNIX_TIME", allow_hyphen_values = true)]
+    pub(super) start_at: Option<f64>,
     #[command(flatten)]
-    load: LoadFlags,
+    pub(super) ray: super::ray::RayFlags,
+    #[command(flatten)]
+    pub(super) load: LoadFlags,
+}
+
+/// How far ahead `--start-at` may be: further is more likely a mistake than a plan.
+const MAX_START_AHEAD_S: f64 = 3600.0;
+/// How far in the past `--start-at` may be (a segment launched a little late by a slow
+/// scheduler still starts, at once).
+const MAX_START_LATE_S: f64 = 5.0;
+
+/// Checks `--start-at` against the clock: one line, before anything else happens.
+fn check_start_at(at: f64) -> anyhow::Result<()> {
+    let now = pipeline::unix_now();
+    if !at.is_finite() || at > now + MAX_START_AHEAD_S {
+        anyhow::bail!(
+            "--start-at {at} is more than an hour ahead (now is {now:.0}): give seconds since the Unix epoch, e.g. $(( $(date +%s) + 10 ))"
+        );
+    }
+    if at < now - MAX_START_LATE_S {
+        anyhow::bail!(
+            "--start-at {at} is {:.0} s in the past (now is {now:.0}): give a time a few seconds ahead",
+            now - at
+        );
+    }
+    Ok(())
+}
+
+/// This machine's host name (for naming a segment's client).
+fn host_name() -> String {
+    let mut buf = [0u8; 256];
+    // SAFETY: gethostname writes at most buf.len() bytes into buf.
+    if unsafe { libc::gethostname(buf.as_mut_ptr().cast(), buf.len()) } != 0 {
+        return "unknown".into();
+    }
+    let end = buf.iter().position(|&b| b == 0).unwrap_or(buf.len());
+    String::from_utf8_lossy(&buf[..end]).into_owned()
 }
 
 impl RunArgs {
@@ -101,11 +146,29 @@ pub fn dry_run(a: &RunArgs) -> anyhow::Result<(Spec, RequestBytes)> {
 }
 
 pub fn cmd(mut a: RunArgs) -> anyhow::Result<ExitCode> {
+    if let Some(at) = a.start_at {
+        check_start_at(at)?;
+    }
+    if a.segment.is_some() && a.repeat > 1 {
+        anyhow::bail!(
+            "--segment and --repeat cannot be combined: repeat the whole split load instead"
+        );
+    }
+    if a.ray.address.is_some() && (a.segment.is_some() || a.start_at.is_some()) {
+        anyhow::bail!("--ray places the segments itself: drop --segment and --start-at");
+    }
     if a.flamegraph.is_some() {
         a.load.profile = true;
     }
     let body = a.load.body()?;
-    let spec = a.load.spec(a.shape(), body.len())?;
+    let whole = a.load.spec(a.shape(), body.len())?;
+    if a.ray.address.is_some() {
+        return super::ray::cmd(&a, &whole, &body);
+    }
+    let spec = match a.segment {
+        Some(seg) => whole.segment(seg)?,
+        None => whole.clone(),
+    };
     let target = spec.target()?;
     let addr = target.probe(spec.timeout())?;
     // The views, chosen by flag; fail before the load, not after it, when an output
@@ -136,6 +199,7 @@ pub fn cmd(mut a: RunArgs) -> anyhow::Result<ExitCode> {
         addr,
         body: &body,
         watch: a.load.watch(addr),
+        start_at: a.start_at,
     };
     let bar = progress.bar();
     let repeat = a.repeat;
@@ -154,6 +218,15 @@ pub fn cmd(mut a: RunArgs) -> anyhow::Result<ExitCode> {
     progress.finish();
     let mut run = run?;
     run.interrupted = stop.signal().map(String::from);
+    run.segment = a.segment.map(|seg| Segment {
+        index: seg.index,
+        count: seg.count,
+        whole_connections: whole.connections,
+        whole_requests: whole.requests,
+        whole_rate: whole.rate,
+        start_at_unix_s: a.start_at,
+        host: host_name(),
+    });
     report::write_all(&run, &outputs)?;
     if let Some(f) = &a.flamegraph {
         // No profile (not permitted, nothing ran) is said, not fatal: the run stands.

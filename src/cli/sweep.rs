@@ -174,6 +174,7 @@ pub fn cmd(a: SweepArgs) -> anyhow::Result<ExitCode> {
             addr,
             body: &body,
             watch: a.load.watch(addr),
+            start_at: None,
         };
         pipeline::measure_repeated(
             &job,

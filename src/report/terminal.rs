@@ -20,6 +20,13 @@ pub fn render(run: &Run, latency: bool) -> String {
         (None, None) => "test".to_string(),
     };
     let _ = writeln!(o, "Running {window} @ {}", s.url);
+    if let Some(seg) = &run.segment {
+        let _ = writeln!(
+            o,
+            "  segment {}/{} of {} connections, on {}",
+            seg.index, seg.count, seg.whole_connections, seg.host
+        );
+    }
     let _ = writeln!(
         o,
         "  {} threads and {} connections{}",
@@ -184,6 +191,7 @@ pub fn render(run: &Run, latency: bool) -> String {
     }
     let _ = writeln!(o, "Transfer/sec: {:>10}", fmt_bytes(r.bytes_per_s));
     o.push_str(&super::repeat::render(run));
+    segments(&mut o, run);
     if let Some(e) = &run.evidence {
         o.push_str(&super::during::render(e));
         o.push_str(&super::profile::render(e));
@@ -193,7 +201,7 @@ pub fn render(run: &Run, latency: bool) -> String {
         o.push_str(&super::findings::render(&run.findings));
     }
     let c = &run.client;
-    if c.saturated {
+    if c.saturated && run.merged.is_none() {
         let _ = writeln!(
             o,
             "warning: the load generator was saturated (workers {:.0}% busy): results are a floor — add threads or another client machine",
@@ -204,6 +212,46 @@ pub fn render(run: &Run, latency: bool) -> String {
         let _ = writeln!(o, "warning: {w}");
     }
     o
+}
+
+/// A merged Run's segments, one line each, then a saturated client and any missing
+/// segment named.
+fn segments(o: &mut String, run: &Run) {
+    let Some(m) = &run.merged else { return };
+    let _ = writeln!(o, "Merged {} of {} segments:", m.segments.len(), m.count);
+    for p in &m.segments {
+        let _ = writeln!(
+            o,
+            "  {:>3}/{:<3} {:<24}{:>6} conns{:>12} requests{:>12.2} req/s{:>8} errors{:>5.0}% client busy",
+            p.index,
+            m.count,
+            p.host,
+            p.connections,
+            p.responses,
+            p.requests_per_s,
+            p.errors,
+            p.client.busy_pct_mean
+        );
+    }
+    for p in m.segments.iter().filter(|p| p.client.saturated) {
+        let _ = writeln!(
+            o,
+            "warning: segment {}/{}'s client ({}) was saturated (workers {:.0}% busy): its share, and so the total, is a floor",
+            p.index, m.count, p.host, p.client.busy_pct_mean
+        );
+    }
+    for (k, i) in m.missing.iter().enumerate() {
+        let why = m
+            .missing_reasons
+            .get(k)
+            .filter(|r| !r.is_empty())
+            .map_or(String::new(), |r| format!(" ({r})"));
+        let _ = writeln!(
+            o,
+            "warning: segment {i}/{} is missing{why}: these numbers are the other segments' only",
+            m.count
+        );
+    }
 }
 
 fn percentile_lines(o: &mut String, l: &LatencySummary) {

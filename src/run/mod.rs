@@ -20,6 +20,7 @@ mod load;
 mod logs;
 mod profile;
 mod repeat;
+mod segment;
 mod sweep;
 mod topology;
 
@@ -44,6 +45,7 @@ pub use load::{
 pub use logs::{LogClass, ServerLog};
 pub use profile::{split_frame, Profile, Stack, Top, TopFunction, KERNEL_SUFFIX};
 pub use repeat::Repetition;
+pub use segment::{Merged, Segment, SegmentPart};
 pub use sweep::{Ceiling, Cell, Dim, Step, Sweep, SWEEP_SCHEMA_VERSION};
 pub use topology::{Listener, ServerConfig, ServerKind, ServerProcess, Topology};
 
@@ -57,7 +59,7 @@ pub struct Run {
     pub schema_version: u32,
     /// The program that wrote the file, e.g. `loadlens 0.1.0`.
     pub tool: String,
-    /// When the load started, seconds since the Unix epoch.
+    /// When the load started (the first request was due), seconds since the Unix epoch.
     pub started_unix_s: f64,
     /// What was asked.
     pub spec: Spec,
@@ -86,6 +88,14 @@ pub struct Run {
     /// was measured until then. Absent for a run that ran its course.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub interrupted: Option<String>,
+    /// `--segment I/N`: this Run is one share of a load split over machines (its `spec`
+    /// is the share). Absent for a whole load.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub segment: Option<Segment>,
+    /// `loadlens merge`: this Run is the sum of segment Runs (its `spec` is the whole
+    /// load, `client` all segments' threads together). Absent otherwise.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub merged: Option<Merged>,
 }
 
 impl Run {

@@ -31,22 +31,7 @@ impl LoadResults {
         let mut out = (*first).clone();
         for p in &parts[1..] {
             out.duration_s += p.duration_s;
-            out.responses += p.responses;
-            out.bytes_read += p.bytes_read;
-            out.errors.connect += p.errors.connect;
-            out.errors.read += p.errors.read;
-            out.errors.write += p.errors.write;
-            out.errors.timeout += p.errors.timeout;
-            out.errors.parse += p.errors.parse;
-            out.errors.reset += p.errors.reset;
-            out.goaway_received += p.goaway_received;
-            add_counts(&mut out.connect_errors, &p.connect_errors);
-            add_counts(&mut out.status_codes, &p.status_codes);
-            out.non_2xx_3xx += p.non_2xx_3xx;
-            out.connections_opened += p.connections_opened;
-            out.in_flight_at_end += p.in_flight_at_end;
-            out.keepalive_closed += p.keepalive_closed;
-            out.unsolicited += p.unsolicited;
+            out.add_counts(p);
             let offset = out.timeline.last().map_or(0, |s| s.t_s + 1);
             out.timeline.extend(p.timeline.iter().cloned().map(|mut s| {
                 s.t_s += offset;
@@ -61,6 +46,31 @@ impl LoadResults {
         out.phases = Phases::merged(parts.iter().map(|p| p.phases.as_ref()))?;
         out.thread_requests_per_s = Spread::pooled(parts.iter().map(|p| &p.thread_requests_per_s));
         Ok(Some(out))
+    }
+}
+
+impl LoadResults {
+    /// Adds `p`'s counters to these: responses, bytes, errors by class and errno,
+    /// status codes, connections, in flight, keep-alive ends. Durations, rates,
+    /// histograms and timelines are left to the caller, which knows whether the loads
+    /// ran one after the other (`concat`) or side by side (`loadlens merge`).
+    pub fn add_counts(&mut self, p: &LoadResults) {
+        self.responses += p.responses;
+        self.bytes_read += p.bytes_read;
+        self.errors.connect += p.errors.connect;
+        self.errors.read += p.errors.read;
+        self.errors.write += p.errors.write;
+        self.errors.timeout += p.errors.timeout;
+        self.errors.parse += p.errors.parse;
+        self.errors.reset += p.errors.reset;
+        self.goaway_received += p.goaway_received;
+        add_counts(&mut self.connect_errors, &p.connect_errors);
+        add_counts(&mut self.status_codes, &p.status_codes);
+        self.non_2xx_3xx += p.non_2xx_3xx;
+        self.connections_opened += p.connections_opened;
+        self.in_flight_at_end += p.in_flight_at_end;
+        self.keepalive_closed += p.keepalive_closed;
+        self.unsolicited += p.unsolicited;
     }
 }
 

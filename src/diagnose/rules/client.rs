@@ -6,7 +6,23 @@ use crate::run::{Finding, Kind};
 /// The load generator set the pace: its workers were busy ≥ 90% of the run, or spent
 /// ≥ 30% of it waiting for a CPU (schedstat run delay).
 pub(super) fn client_saturated(c: &Ctx) -> Option<Finding> {
-    let cl = &c.run.client;
+    // A merged Run is judged by its busiest client machine: one saturated segment
+    // makes the whole total a floor, however idle the others were.
+    let (cl, duration_s, who) = match &c.run.merged {
+        Some(m) => match m
+            .segments
+            .iter()
+            .max_by(|a, b| a.client.busy_pct_mean.total_cmp(&b.client.busy_pct_mean))
+        {
+            Some(p) => (
+                &p.client,
+                p.duration_s.max(1e-9),
+                format!(" (segment {}/{} on {})", p.index, m.count, p.host),
+            ),
+            None => (&c.run.client, c.duration_s(), String::new()),
+        },
+        None => (&c.run.client, c.duration_s(), String::new()),
+    };
     let threads = cl.threads.len().max(1) as f64;
     let delay_ms_s = cl
         .threads
@@ -14,7 +30,7 @@ pub(super) fn client_saturated(c: &Ctx) -> Option<Finding> {
         .filter_map(|t| t.run_delay_ms)
         .sum::<f64>()
         / threads
-        / c.duration_s();
+        / duration_s;
     let busy = cl.busy_pct_mean;
     let starved = delay_ms_s >= 300.0;
     if busy < 90.0 && !starved {
@@ -34,7 +50,7 @@ pub(super) fn client_saturated(c: &Ctx) -> Option<Finding> {
         kind,
         conf,
         format!(
-            "the load generator was {}: results are a floor",
+            "the load generator{who} was {}: results are a floor",
             if busy >= 90.0 {
                 "CPU-bound"
             } else {
@@ -79,5 +95,50 @@ mod tests {
             t.run_delay_ms = Some(0.2 * run.results.duration_s * 1000.0);
         }
         assert!(!fires(&run, "client-saturated"));
+    }
+
+    /// Merged from two machines, one saturated: the pooled mean is below the bar, but
+    /// the busiest segment's client names the finding.
+    #[test]
+    fn one_saturated_segment_of_a_merged_run() {
+        use crate::run::{ClientCheck, Merged, SegmentPart};
+        let mut run = fixture("client-bound-before");
+        let busy = ClientCheck {
+            busy_pct_mean: 97.0,
+            saturated: true,
+            ..run.client.clone()
+        };
+        let part = |index: u32, host: &str, client: ClientCheck| SegmentPart {
+            index,
+            host: host.into(),
+            started_unix_s: 0.0,
+            duration_s: run.results.duration_s,
+            connections: 1,
+            responses: 1,
+            errors: 0,
+            requests_per_s: 1.0,
+            latency: run.results.latency.clone(),
+            client,
+        };
+        let idle = ClientCheck {
+            busy_pct_mean: 10.0,
+            ..ClientCheck::default()
+        };
+        run.merged = Some(Merged {
+            count: 2,
+            segments: vec![part(1, "a", idle.clone()), part(2, "b", busy)],
+            ..Merged::default()
+        });
+        run.client.busy_pct_mean = 50.0;
+        for t in run.client.threads.iter_mut() {
+            t.busy_pct = 50.0;
+            t.run_delay_ms = None;
+        }
+        let f = crate::diagnose::diagnose(&run);
+        let f = f
+            .iter()
+            .find(|f| f.id == "client-saturated")
+            .expect("fires");
+        assert!(f.title.contains("segment 2/2 on b"), "{}", f.title);
     }
 }

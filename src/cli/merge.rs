@@ -1,0 +1,93 @@
+//! `loadlens merge A.json B.json …`: segment Runs (`run --segment I/N`) → the Run of the
+//! whole load, diagnosed again and shown like any Run.
+
+use std::collections::BTreeMap;
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+use clap::Args;
+
+use super::compare::read_run;
+use crate::merge::{merge, Part};
+use crate::report::{self, Dest, Json, Output, Text};
+use crate::run::{Evidence, Run};
+
+#[derive(Args, Debug)]
+pub struct MergeArgs {
+    /// Segment Runs written by `loadlens run … --segment I/N --json FILE`.
+    #[arg(required = true, value_name = "RUN.json")]
+    files: Vec<PathBuf>,
+    /// Write the merged Run as JSON to FILE (`-` = stdout, which silences the text).
+    #[arg(long, value_name = "FILE")]
+    json: Option<String>,
+    /// Write the merged Run as a self-contained HTML page to FILE.
+    #[arg(long, value_name = "FILE")]
+    html: Option<PathBuf>,
+    /// Print the latency percentiles and details.
+    #[arg(long)]
+    latency: bool,
+}
+
+/// Where a merged Run goes: the views chosen by flag, checked before anything is read.
+pub(super) struct Views {
+    outputs: Vec<Output<Run>>,
+}
+
+impl Views {
+    pub(super) fn new(
+        json: Option<&str>,
+        html: Option<&std::path::Path>,
+        latency: bool,
+        quiet: bool,
+    ) -> anyhow::Result<Views> {
+        let json = json.map(Dest::parse);
+        if let Some(d) = &json {
+            d.check("JSON")?;
+        }
+        let text = !quiet && json != Some(Dest::Stdout);
+        let mut outputs: Vec<Output<Run>> = Vec::new();
+        outputs.extend(json.map(|d| Output::new(Json, d)));
+        outputs.extend(report::html_output(html)?);
+        if text {
+            outputs.push(Output::new(Text { latency }, Dest::Stdout));
+        }
+        Ok(Views { outputs })
+    }
+
+    /// Merges the parts, diagnoses the sum and writes the views. `server`: evidence
+    /// watched on the server's machine (and its host), which replaces the segments' own.
+    pub(super) fn merge_and_write(
+        &self,
+        parts: Vec<Part>,
+        reasons: &BTreeMap<u32, String>,
+        server: Option<(Evidence, String)>,
+        warnings: Vec<String>,
+    ) -> anyhow::Result<Run> {
+        let mut run = merge(parts, reasons)?;
+        if let Some((evidence, host)) = server {
+            run.warnings
+                .retain(|w| !w.starts_with("the machine evidence is "));
+            run.warnings.push(format!(
+                "the machine evidence is the server's node's ({host})"
+            ));
+            run.evidence = Some(evidence);
+        }
+        run.warnings.extend(warnings);
+        run.findings = crate::diagnose::diagnose(&run);
+        report::write_all(&run, &self.outputs)?;
+        Ok(run)
+    }
+}
+
+pub fn cmd(a: MergeArgs) -> anyhow::Result<ExitCode> {
+    let views = Views::new(a.json.as_deref(), a.html.as_deref(), a.latency, false)?;
+    let mut parts = Vec::new();
+    for f in &a.files {
+        parts.push(Part {
+            name: f.display().to_string(),
+            run: read_run(f)?,
+        });
+    }
+    views.merge_and_write(parts, &BTreeMap::new(), None, Vec::new())?;
+    Ok(ExitCode::SUCCESS)
+}

@@ -1,0 +1,292 @@
+//! `loadlens run … --ray ADDRESS --clients N`: the load split into N segments, one per
+//! node of an existing Ray cluster, started together, gathered and merged.
+//!
+//! The placing is Ray's: a small Python companion (`ray/loadlens_ray.py`, built into
+//! this binary and run with the Python that has Ray installed) ships this binary to the
+//! nodes in a Ray runtime environment, starts one segment per node (`--segment I/N
+//! --start-at T`), bounds every wait, and hands back the segment Runs; the merge and the
+//! diagnosis are loadlens's own (`crate::merge`), as for `loadlens merge`.
+
+use std::collections::BTreeMap;
+use std::io::Write;
+use std::path::PathBuf;
+use std::process::{Command, ExitCode, Stdio};
+use std::time::Duration;
+
+use anyhow::Context;
+use clap::Args;
+use serde::Deserialize;
+
+use super::merge::Views;
+use super::run::RunArgs;
+use crate::merge::Part;
+use crate::run::{Evidence, Run};
+use crate::spec::{SegmentOf, Spec};
+use crate::units::parse_duration;
+
+/// The companion, carried inside the binary so an installed loadlens needs no other file.
+const COMPANION: &str = include_str!("../../ray/loadlens_ray.py");
+
+#[derive(Args, Debug, Default)]
+pub struct RayFlags {
+    /// Run the load from the nodes of this Ray cluster (e.g. 10.0.0.1:6379, or `auto`
+    /// on a node of it), one segment per node, and merge them (needs Ray installed for
+    /// the Python in LOADLENS_PYTHON, or in ~/.cache/loadlens-venv).
+    #[arg(long = "ray", value_name = "ADDRESS")]
+    pub address: Option<String>,
+    /// With --ray: how many nodes send load (at most the alive nodes with CPUs).
+    #[arg(long, value_parser = super::parse_u32, value_name = "N", requires = "address")]
+    pub clients: Option<u32>,
+    /// With --ray: the longest wait for the segments, from their start [default: the
+    /// duration (or 5 minutes with -n) plus the request timeout plus 60s]; a segment
+    /// without a Run by then is reported missing.
+    #[arg(long, value_parser = parse_duration, requires = "address", value_name = "DURATION")]
+    pub ray_timeout: Option<Duration>,
+    /// With --ray: the custom resource of the server's node (e.g. `server`): the machine
+    /// is watched there (as `run` watches its own; the segments then do not watch
+    /// theirs), and no client segment goes there.
+    #[arg(long, value_name = "NAME", requires = "address")]
+    pub server_node_resource: Option<String>,
+}
+
+/// What the companion hands back.
+#[derive(Deserialize)]
+struct Outcome {
+    #[serde(default)]
+    error: Option<String>,
+    #[serde(default)]
+    segments: Vec<Done>,
+    /// Missing segment → why.
+    #[serde(default)]
+    missing: BTreeMap<u32, String>,
+    /// The Evidence watched on the server's node (`--server-node-resource`).
+    #[serde(default)]
+    server: Option<ServerWatch>,
+    /// Why there is none, when one was asked for.
+    #[serde(default)]
+    server_error: Option<String>,
+}
+
+#[derive(Deserialize)]
+struct ServerWatch {
+    file: PathBuf,
+    host: String,
+}
+
+#[derive(Deserialize)]
+struct Done {
+    index: u32,
+    file: PathBuf,
+    host: String,
+}
+
+/// The Python with Ray: `LOADLENS_PYTHON`, else the venv `scripts/install-deps.sh`
+/// makes, else `python3`.
+pub fn python() -> PathBuf {
+    if let Some(p) = std::env::var_os("LOADLENS_PYTHON") {
+        return PathBuf::from(p);
+    }
+    if let Some(home) = std::env::var_os("HOME") {
+        let venv = PathBuf::from(home).join(".cache/loadlens-venv/bin/python3");
+        if venv.exists() {
+            return venv;
+        }
+    }
+    PathBuf::from("python3")
+}
+
+pub fn cmd(a: &RunArgs, whole: &Spec, body: &[u8]) -> anyhow::Result<ExitCode> {
+    let address = a.ray.address.clone().expect("checked by the caller");
+    let Some(clients) = a.ray.clients else {
+        anyhow::bail!("--ray needs --clients N: how many nodes send load");
+    };
+    if clients == 0 {
+        anyhow::bail!("--clients must be at least 1");
+    }
+    // Refuse a split that cannot be made before any node is asked.
+    whole.segment(SegmentOf {
+        index: 1,
+        count: clients,
+    })?;
+    if !a.load.server_pids.is_empty() {
+        anyhow::bail!(
+            "--server-pid names a process on this machine: with --ray, name the server with --server-name"
+        );
+    }
+    if a.flamegraph.is_some() {
+        anyhow::bail!("--flamegraph profiles a server on the client's machine: not with --ray");
+    }
+    if a.repeat > 1 {
+        anyhow::bail!("--repeat is not available with --ray: run the command again");
+    }
+    let views = Views::new(a.json.as_deref(), a.html.as_deref(), a.latency, a.quiet)?;
+    let args = segment_args(a, whole, body)?;
+    let run_timeout = a
+        .ray
+        .ray_timeout
+        .map(|d| d.as_secs_f64())
+        .unwrap_or(whole.duration_s.unwrap_or(300.0) + whole.timeout_s + 60.0);
+    let dir = tempfile::Builder::new()
+        .prefix("loadlens-ray")
+        .tempdir()
+        .context("cannot make a temporary directory for the segment Runs")?;
+    let script = dir.path().join("loadlens_ray.py");
+    std::fs::write(&script, COMPANION).context("cannot write the Ray companion")?;
+    let binary = std::env::current_exe().context("cannot find this loadlens binary")?;
+    let job = serde_json::json!({
+        "address": address,
+        "clients": clients,
+        "binary": binary,
+        "args": args,
+        "run_timeout_s": run_timeout,
+        "ready_timeout_s": 180.0,
+        "out_dir": dir.path(),
+        "server_node_resource": a.ray.server_node_resource,
+        "watch_args": watch_args(a, run_timeout),
+        "quiet": a.quiet,
+    });
+    // Ctrl-C reaches the companion too, which stops its segments and says so; this
+    // process waits for it (and then removes its temporary files) instead of dying.
+    let _stop = super::load::stop_on_signals()?;
+    let py = python();
+    let mut child = Command::new(&py)
+        .arg(&script)
+        .stdin(Stdio::piped())
+        .stdout(Stdio::null())
+        .stderr(if a.quiet {
+            Stdio::null()
+        } else {
+            Stdio::inherit()
+        })
+        .spawn()
+        .with_context(|| {
+            format!(
+                "cannot run {} for --ray: install Ray (scripts/install-deps.sh ray) or set LOADLENS_PYTHON",
+                py.display()
+            )
+        })?;
+    child
+        .stdin
+        .take()
+        .expect("piped")
+        .write_all(job.to_string().as_bytes())
+        .context("cannot hand the job to the Ray companion")?;
+    let status = child.wait().context("the Ray companion failed")?;
+    let result = std::fs::read_to_string(dir.path().join("result.json"));
+    let outcome: Outcome = match result.map(|t| serde_json::from_str(&t)) {
+        Ok(Ok(o)) => o,
+        _ => anyhow::bail!(
+            "the Ray companion ({}) ended without a result ({status}): is Ray installed for it? (scripts/install-deps.sh ray, or set LOADLENS_PYTHON)",
+            py.display()
+        ),
+    };
+    if let Some(e) = outcome.error {
+        anyhow::bail!("{e}");
+    }
+    if outcome.segments.is_empty() {
+        let why: Vec<String> = outcome
+            .missing
+            .iter()
+            .map(|(i, r)| format!("segment {i}: {r}"))
+            .collect();
+        anyhow::bail!("no segment returned a Run: {}", why.join("; "));
+    }
+    let mut parts = Vec::new();
+    for d in &outcome.segments {
+        let text = std::fs::read_to_string(&d.file)
+            .with_context(|| format!("cannot read segment {}'s Run", d.index))?;
+        let run = Run::from_json(&text)
+            .with_context(|| format!("segment {} (on {})", d.index, d.host))?;
+        parts.push(Part {
+            name: format!("segment {} (on {})", d.index, d.host),
+            run,
+        });
+    }
+    let server = match &outcome.server {
+        Some(w) => {
+            let text = std::fs::read_to_string(&w.file)
+                .context("cannot read the server node's evidence")?;
+            let ev: Evidence = serde_json::from_str(&text)
+                .with_context(|| format!("the evidence from the server's node ({})", w.host))?;
+            Some((ev, w.host.clone()))
+        }
+        None => None,
+    };
+    views.merge_and_write(
+        parts,
+        &outcome.missing,
+        server,
+        outcome.server_error.into_iter().collect(),
+    )?;
+    Ok(ExitCode::SUCCESS)
+}
+
+/// The flags each segment runs with: the load as asked, without what only this
+/// machine's run uses (outputs, Ray); the companion adds --segment, --start-at, --json.
+fn segment_args(a: &RunArgs, whole: &Spec, body: &[u8]) -> anyhow::Result<Vec<String>> {
+    let ms = |d: Duration| format!("{}ms", d.as_millis().max(1));
+    let mut v: Vec<String> = vec![a.url.clone(), "-c".into(), whole.connections.to_string()];
+    if let Some(t) = a.threads {
+        v.extend(["-t".into(), t.to_string()]);
+    }
+    if let Some(d) = whole.duration_s {
+        v.extend(["-d".into(), ms(Duration::from_secs_f64(d))]);
+    }
+    if let Some(n) = whole.requests {
+        v.extend(["-n".into(), n.to_string()]);
+    }
+    if let Some(n) = whole.connreqs {
+        v.extend(["--connreqs".into(), n.to_string()]);
+    }
+    if let Some(r) = a.rate {
+        v.extend(["-R".into(), r.to_string()]);
+    }
+    v.extend(["-m".into(), whole.method.clone()]);
+    for h in &whole.headers {
+        v.extend(["-H".into(), h.clone()]);
+    }
+    if !body.is_empty() {
+        let text = std::str::from_utf8(body)
+            .map_err(|_| anyhow::anyhow!("--ray sends the body as a flag: it must be text"))?;
+        v.extend(["--body".into(), text.into()]);
+    }
+    v.extend(["--timeout".into(), ms(a.load.timeout)]);
+    if whole.insecure {
+        v.push("-k".into());
+    }
+    // With the server's node watched, the client machines' own watch says nothing.
+    if a.load.no_watch || a.ray.server_node_resource.is_some() {
+        v.push("--no-watch".into());
+    }
+    v.extend(["--sample".into(), ms(a.load.sample)]);
+    for n in &a.load.server_names {
+        v.extend(["--server-name".into(), n.clone()]);
+    }
+    if a.load.profile {
+        v.extend([
+            "--profile".into(),
+            "--profile-hz".into(),
+            a.load.profile_hz.to_string(),
+        ]);
+    }
+    Ok(v)
+}
+
+/// The flags of the watch on the server's node (`loadlens watch`): the URL (its port
+/// finds the listener), the sampling, the names and the profile asked for.
+fn watch_args(a: &RunArgs, run_timeout_s: f64) -> Vec<String> {
+    let mut v = vec![
+        a.url.clone(),
+        "--sample".into(),
+        format!("{}ms", a.load.sample.as_millis().max(1)),
+        "--max-duration".into(),
+        format!("{}s", run_timeout_s.ceil() as u64 + 10),
+    ];
+    for n in &a.load.server_names {
+        v.extend(["--server-name".into(), n.clone()]);
+    }
+    if a.load.profile {
+        v.extend(["--profile-hz".into(), a.load.profile_hz.to_string()]);
+    }
+    v
+}

@@ -1,0 +1,84 @@
+//! `loadlens watch URL` (hidden; what `run --ray --server-node-resource` starts on the
+//! server's node): the machine watched around a load that other machines send, from
+//! `--start-at` until its standard input closes, the Evidence written as JSON.
+
+use std::io::Read;
+use std::net::ToSocketAddrs;
+use std::path::PathBuf;
+use std::process::ExitCode;
+use std::sync::atomic::AtomicBool;
+use std::sync::mpsc;
+use std::time::Duration;
+
+use anyhow::Context;
+use clap::Args;
+
+use crate::units::parse_duration;
+use crate::watch::discover::Hints;
+use crate::watch::{Watch, WatchSpec};
+
+#[derive(Args, Debug)]
+pub struct WatchArgs {
+    /// The URL the load is sent to (its port finds the server's listener).
+    url: String,
+    /// Start watching a second before this time (seconds since the Unix epoch).
+    #[arg(long, value_name = "UNIX_TIME")]
+    start_at: Option<f64>,
+    /// Stop at the latest after this long, even if standard input stays open.
+    #[arg(long, value_parser = parse_duration, default_value = "10m")]
+    max_duration: Duration,
+    /// Write the Evidence as JSON to FILE (`-` = stdout).
+    #[arg(long, value_name = "FILE", default_value = "-")]
+    json: String,
+    /// Sampling interval.
+    #[arg(long = "sample", value_parser = parse_duration, default_value = "1s")]
+    sample: Duration,
+    /// Watch the processes with this command name (repeatable).
+    #[arg(long = "server-name")]
+    server_names: Vec<String>,
+    /// Profile the server at this many samples per second.
+    #[arg(long, value_name = "HZ")]
+    profile_hz: Option<u64>,
+}
+
+pub fn cmd(a: WatchArgs) -> anyhow::Result<ExitCode> {
+    let url = url::Url::parse(&a.url).with_context(|| format!("invalid URL `{}`", a.url))?;
+    let host = url
+        .host_str()
+        .unwrap_or("127.0.0.1")
+        .trim_matches(['[', ']']);
+    let port = url.port_or_known_default().unwrap_or(80);
+    let target = (host, port)
+        .to_socket_addrs()
+        .with_context(|| format!("cannot resolve host `{host}`"))?
+        .next()
+        .ok_or_else(|| anyhow::anyhow!("cannot resolve host `{host}`: no addresses"))?;
+    if let Some(at) = a.start_at {
+        crate::pipeline::wait_until(at - crate::pipeline::WATCH_LEAD_S, &AtomicBool::new(false));
+    }
+    let watch = Watch::start(WatchSpec {
+        interval: a.sample,
+        target,
+        hints: Hints {
+            pids: Vec::new(),
+            names: a.server_names,
+        },
+        profile_hz: a.profile_hz,
+    });
+    // Until the caller closes our standard input (the load is over), bounded.
+    let (tx, rx) = mpsc::channel();
+    std::thread::spawn(move || {
+        let _ = std::io::stdin().read_to_end(&mut Vec::new());
+        let _ = tx.send(());
+    });
+    let _ = rx.recv_timeout(a.max_duration);
+    let evidence = watch.finish();
+    let text = serde_json::to_string(&evidence)?;
+    if a.json == "-" {
+        println!("{text}");
+    } else {
+        std::fs::write(PathBuf::from(&a.json), text)
+            .with_context(|| format!("cannot write {}", a.json))?;
+    }
+    Ok(ExitCode::SUCCESS)
+}

@@ -1,0 +1,372 @@
+//! `loadlens run … --ray`: a Ray cluster of a head and two worker nodes on this machine
+//! (`tests/ray_cluster.py`, Ray's own test cluster), segments on the worker nodes
+//! against nginx on loopback. The merged count is nginx's access log, the merged
+//! histogram the union of the segments', a killed node is reported as its missing
+//! segment in bounded time, and every node is torn down, also when the test fails.
+//!
+//! Needs Ray in the virtual environment `scripts/install-deps.sh test` makes (or the
+//! Python in LOADLENS_PYTHON). Without it the test says so and passes, except in CI
+//! (`CI=true`), where it fails.
+
+mod common;
+
+use std::io::{BufRead, BufReader, Write};
+use std::os::unix::process::CommandExt;
+use std::path::{Path, PathBuf};
+use std::process::{Child, ChildStdin, Command, Stdio};
+use std::sync::mpsc;
+use std::time::{Duration, Instant};
+
+use base64::Engine as _;
+use common::{u, Nginx};
+use serde_json::Value;
+
+/// The Python with Ray, found the way loadlens finds it.
+fn python() -> PathBuf {
+    if let Some(p) = std::env::var_os("LOADLENS_PYTHON") {
+        return PathBuf::from(p);
+    }
+    let home = std::env::var_os("HOME").unwrap_or_default();
+    PathBuf::from(home).join(".cache/loadlens-venv/bin/python3")
+}
+
+fn ray_available(py: &Path) -> bool {
+    Command::new(py)
+        .args(["-c", "import ray"])
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .status()
+        .is_ok_and(|s| s.success())
+}
+
+/// The test's cluster: its processes all run under `dir`, so teardown finds them by
+/// that path and touches nothing else.
+struct Cluster {
+    harness: Child,
+    stdin: Option<ChildStdin>,
+    lines: mpsc::Receiver<String>,
+    dir: tempfile::TempDir,
+    address: String,
+}
+
+impl Cluster {
+    fn start(py: &Path) -> Cluster {
+        // Short: Ray's unix socket paths live under it.
+        let dir = tempfile::Builder::new()
+            .prefix("llray")
+            .tempdir_in("/tmp")
+            .unwrap();
+        let port = std::net::TcpListener::bind("127.0.0.1:0")
+            .unwrap()
+            .local_addr()
+            .unwrap()
+            .port();
+        let log = std::fs::File::create(dir.path().join("harness.log")).unwrap();
+        let mut cmd = Command::new(py);
+        cmd.arg(concat!(env!("CARGO_MANIFEST_DIR"), "/tests/ray_cluster.py"))
+            .arg(dir.path())
+            .arg(port.to_string())
+            .arg("2")
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(log);
+        // If the test process dies, the harness stops its nodes (and Ray's reaper
+        // takes what is left).
+        unsafe {
+            cmd.pre_exec(|| {
+                libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGTERM);
+                Ok(())
+            });
+        }
+        let mut harness = cmd.spawn().unwrap();
+        let stdin = harness.stdin.take();
+        let out = harness.stdout.take().unwrap();
+        let (tx, lines) = mpsc::channel();
+        std::thread::spawn(move || {
+            for l in BufReader::new(out).lines().map_while(Result::ok) {
+                if tx.send(l).is_err() {
+                    break;
+                }
+            }
+        });
+        let mut c = Cluster {
+            harness,
+            stdin,
+            lines,
+            dir,
+            address: String::new(),
+        };
+        let line = c.expect("address ", Duration::from_secs(150));
+        c.address = line.trim_start_matches("address ").to_string();
+        c
+    }
+
+    /// Waits for a line from the harness starting with `prefix`.
+    fn expect(&self, prefix: &str, within: Duration) -> String {
+        let t0 = Instant::now();
+        while let Some(left) = within.checked_sub(t0.elapsed()) {
+            match self.lines.recv_timeout(left) {
+                Ok(l) if l.starts_with(prefix) => return l,
+                Ok(_) => {}
+                Err(_) => break,
+            }
+        }
+        panic!(
+            "the Ray cluster did not say `{prefix}` within {within:?}:\n{}",
+            std::fs::read_to_string(self.dir.path().join("harness.log")).unwrap_or_default()
+        );
+    }
+
+    fn kill_node(&mut self, i: u32) {
+        let stdin = self.stdin.as_mut().unwrap();
+        writeln!(stdin, "kill {i}").unwrap();
+        stdin.flush().unwrap();
+        self.expect("killed", Duration::from_secs(60));
+    }
+}
+
+impl Drop for Cluster {
+    fn drop(&mut self) {
+        // End of input: the harness stops every node and exits.
+        self.stdin.take();
+        let t0 = Instant::now();
+        while t0.elapsed() < Duration::from_secs(30) {
+            if let Ok(Some(_)) = self.harness.try_wait() {
+                break;
+            }
+            std::thread::sleep(Duration::from_millis(100));
+        }
+        let _ = self.harness.kill();
+        let _ = self.harness.wait();
+        // Anything of these nodes still running (found by the cluster's own directory
+        // in its command line) is ended.
+        let dir = self.dir.path().to_string_lossy().into_owned();
+        for pid in processes_under(&dir) {
+            unsafe {
+                libc::kill(pid, libc::SIGKILL);
+            }
+        }
+    }
+}
+
+/// Processes whose command line names `dir`.
+fn processes_under(dir: &str) -> Vec<i32> {
+    let me = std::process::id() as i32;
+    std::fs::read_dir("/proc")
+        .unwrap()
+        .filter_map(|e| e.ok()?.file_name().to_str()?.parse::<i32>().ok())
+        .filter(|&pid| pid != me)
+        .filter(|pid| {
+            std::fs::read(format!("/proc/{pid}/cmdline"))
+                .map(|c| String::from_utf8_lossy(&c).contains(dir))
+                .unwrap_or(false)
+        })
+        .collect()
+}
+
+fn loadlens_ray(py: &Path, address: &str, args: &[&str], json: &Path) -> Command {
+    let mut cmd = Command::new(env!("CARGO_BIN_EXE_loadlens"));
+    cmd.arg("run")
+        .args(args)
+        .args(["--no-watch", "-t", "1", "--ray", address])
+        .arg("--json")
+        .arg(json)
+        .arg("-q")
+        .env("LOADLENS_PYTHON", py);
+    cmd
+}
+
+/// Waits for `child` at most `within`; kills it and fails past that.
+fn wait_bounded(mut child: Child, within: Duration) -> std::process::Output {
+    let t0 = Instant::now();
+    while t0.elapsed() < within {
+        if let Ok(Some(_)) = child.try_wait() {
+            return child.wait_with_output().unwrap();
+        }
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    let _ = child.kill();
+    let out = child.wait_with_output().unwrap();
+    panic!(
+        "loadlens --ray did not finish within {within:?}: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
+
+fn histogram(latency: &Value) -> hdrhistogram::Histogram<u64> {
+    let bytes = base64::engine::general_purpose::STANDARD
+        .decode(latency["histogram"].as_str().unwrap())
+        .unwrap();
+    hdrhistogram::serialization::Deserializer::new()
+        .deserialize(&mut bytes.as_slice())
+        .unwrap()
+}
+
+/// The companion's own logic (which nodes get segments) by its doctests; needs only a
+/// Python 3, not Ray.
+#[test]
+fn companion_places_segments_on_alive_nodes_with_cpus() {
+    let out = Command::new("python3")
+        .args(["-m", "doctest", "-v"])
+        .arg(concat!(env!("CARGO_MANIFEST_DIR"), "/ray/loadlens_ray.py"))
+        .output()
+        .expect("python3 must be installed (scripts/install-deps.sh test)");
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(out.status.success(), "{text}");
+    assert!(text.contains("7 passed and 0 failed"), "{text}");
+}
+
+#[test]
+fn segments_on_two_ray_nodes_merge_exactly_and_a_killed_node_is_missing() {
+    let py = python();
+    if !ray_available(&py) {
+        let why = format!(
+            "Ray is not installed for {} (scripts/install-deps.sh test installs it)",
+            py.display()
+        );
+        assert!(std::env::var("CI").as_deref() != Ok("true"), "{why}");
+        eprintln!("SKIPPED: {why}");
+        return;
+    }
+    let ng = Nginx::start("", "");
+    let cluster = Cluster::start(&py);
+    let mut cluster = cluster;
+    let dir = tempfile::tempdir().unwrap();
+    let url = ng.url("/1k.txt");
+
+    // More clients than nodes that can send load: refused, one line, exit 2.
+    let out = loadlens_ray(
+        &py,
+        &cluster.address,
+        &["-n", "10", "-c", "4", "--clients", "3", &url],
+        &dir.path().join("x.json"),
+    )
+    .output()
+    .unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{err}");
+    assert!(
+        err.contains("--clients 3 but the Ray cluster has 2"),
+        "{err}"
+    );
+    assert_eq!(err.trim().lines().count(), 1, "{err}");
+
+    // Two segments of a -n budget: exactly the access log.
+    let merged = dir.path().join("merged.json");
+    let child = loadlens_ray(
+        &py,
+        &cluster.address,
+        &[
+            "-n",
+            "2000",
+            "-c",
+            "4",
+            "--clients",
+            "2",
+            "--server-node-resource",
+            "server",
+            &url,
+        ],
+        &merged,
+    )
+    .stderr(Stdio::piped())
+    .spawn()
+    .unwrap();
+    let out = wait_bounded(child, Duration::from_secs(120));
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let m: Value = serde_json::from_str(&std::fs::read_to_string(&merged).unwrap()).unwrap();
+    common::assert_valid("run", &m);
+    let log = ng.log();
+    assert_eq!(u(&m, "results.responses"), 2000);
+    assert_eq!(
+        log.len(),
+        2000,
+        "nginx logged every request of both segments"
+    );
+    let parts = m["merged"]["segments"].as_array().unwrap();
+    assert_eq!(parts.len(), 2);
+    assert_eq!(m["merged"]["missing"], serde_json::json!([]));
+    assert_eq!(
+        parts.iter().map(|p| u(p, "responses")).collect::<Vec<_>>(),
+        [1000, 1000]
+    );
+    // The merged histogram is the union of the two segments' (added here).
+    let mut union = histogram(&parts[0]["latency"]);
+    union.add(histogram(&parts[1]["latency"])).unwrap();
+    let pct = |p: f64| {
+        m["results"]["latency"]["percentiles"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|x| x["p"].as_f64() == Some(p))
+            .unwrap()["us"]
+            .as_u64()
+            .unwrap()
+    };
+    assert_eq!(pct(50.0), union.value_at_quantile(0.5));
+    assert_eq!(pct(99.0), union.value_at_quantile(0.99));
+    assert_eq!(u(&m, "results.latency.max_us"), union.max());
+    assert_eq!(u(&m, "results.latency.count"), union.len());
+    // The machine was watched on the server's node (the head, with the `server`
+    // resource): nginx found there, the segments themselves unwatched.
+    let procs = m["evidence"]["topology"]["processes"].as_array().unwrap();
+    assert!(
+        procs.iter().any(|p| p["comm"] == "nginx"),
+        "{}",
+        m["evidence"]["topology"]
+    );
+    assert!(
+        m["warnings"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|w| w.as_str().unwrap().contains("server's node")),
+        "{}",
+        m["warnings"]
+    );
+
+    // A node killed during its segment: reported missing, not waited for.
+    let lines_before = ng.log().len();
+    let merged = dir.path().join("killed.json");
+    let child = loadlens_ray(
+        &py,
+        &cluster.address,
+        &["-d", "15s", "-c", "4", "--clients", "2", &url],
+        &merged,
+    )
+    .stderr(Stdio::piped())
+    .spawn()
+    .unwrap();
+    // Once the segments are sending (nginx logs their requests), one node dies.
+    let t0 = Instant::now();
+    while std::fs::read_to_string(ng.root().join("access.log"))
+        .map(|t| t.lines().count())
+        .unwrap_or(0)
+        < lines_before + 100
+    {
+        assert!(
+            t0.elapsed() < Duration::from_secs(90),
+            "the segments never started"
+        );
+        std::thread::sleep(Duration::from_millis(200));
+    }
+    cluster.kill_node(1);
+    let out = wait_bounded(child, Duration::from_secs(90));
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let m: Value = serde_json::from_str(&std::fs::read_to_string(&merged).unwrap()).unwrap();
+    assert_eq!(m["merged"]["segments"].as_array().unwrap().len(), 1);
+    let missing = m["merged"]["missing"].as_array().unwrap();
+    assert_eq!(missing.len(), 1, "{m:?}");
+    let reason = m["merged"]["missing_reasons"][0].as_str().unwrap();
+    assert!(reason.contains("died"), "{reason}");
+    assert!(u(&m, "results.responses") > 0);
+    drop(cluster);
+}
