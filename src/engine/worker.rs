@@ -271,7 +271,9 @@ impl<T: Transport> Loop<'_, T> {
         c.drained = true;
         c.hup = false;
         c.tcp_up = false;
-        if !c.permit {
+        // Requests an HTTP/2 GOAWAY left unprocessed hold their units already.
+        let held = c.h2.as_ref().is_some_and(|h| h.permits > 0);
+        if !c.permit && !held {
             if !self.w.budget.claim() {
                 self.finish(c);
                 return;

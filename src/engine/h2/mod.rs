@@ -81,9 +81,9 @@ pub(super) struct H2Conn {
     goaway: bool,
     /// Streams started on this connection (for `--connreqs`).
     started: u32,
-    /// Budget units claimed for requests the server never processed (GOAWAY), kept
-    /// for the next connection.
-    permits: u32,
+    /// Budget units claimed for requests the server never processed (GOAWAY,
+    /// REFUSED_STREAM), kept for the next connection.
+    pub(super) permits: u32,
 }
 
 impl H2Conn {
