@@ -71,7 +71,13 @@ fn counted(url: &str, n: u64) -> Measured {
 
 fn small(m: &Measured) {
     eprintln!("took {:?}, peak RSS {} KB", m.took, m.peak_rss >> 10);
-    assert!(m.peak_rss > 1 << 20, "no memory reading: {}", m.peak_rss);
+    // The memory was read (every 2 ms) while the run went on: a run of a few ms may end
+    // between two readings.
+    assert!(
+        m.peak_rss > 1 << 20 || m.took < Duration::from_millis(100),
+        "no memory reading: {}",
+        m.peak_rss
+    );
     assert!(m.peak_rss < PEAK_RSS, "peak RSS {} MB", m.peak_rss >> 20);
 }
 

@@ -105,7 +105,7 @@ pub struct Measured {
     /// Wall-clock time from spawn to exit.
     pub took: Duration,
     /// Peak resident memory of the process (`VmHWM` in `/proc/PID/status`, read every
-    /// 10 ms while it ran; `wait4`'s `ru_maxrss` would include this test process's
+    /// 2 ms while it ran, so a run of a few ms may end before a reading after its exec; `wait4`'s `ru_maxrss` would include this test process's
     /// memory, which the child had before its `exec`), bytes.
     pub peak_rss: u64,
 }
@@ -149,7 +149,7 @@ pub fn measured_run(args: &[&str], kill_after: Duration) -> Measured {
                 // SAFETY: the child is not reaped yet (done is set only after it is).
                 unsafe { libc::kill(pid, libc::SIGKILL) };
             }
-            std::thread::sleep(Duration::from_millis(10));
+            std::thread::sleep(Duration::from_millis(2));
         }
         peak_kb * 1024
     });
