@@ -111,3 +111,32 @@ fn a_threaded_worker_is_saturated_only_when_its_threads_are() {
     );
     assert!(!f.fix.contains("worker_processes"), "{}", f.fix);
 }
+
+#[test]
+fn one_busy_thread_of_many_is_an_event_loop_at_its_limit() {
+    // Node: 7 threads, the main one at 98% of a core, the process at 102%, on 16 CPUs.
+    let mut run = on_machine(32, 0..16, 16..32);
+    set_worker(&mut run, 102.0, 7, 0.0);
+    for p in run.evidence.as_mut().unwrap().window.processes.iter_mut() {
+        p.busiest_thread_pct = Some(98.0);
+        p.kind = ServerKind::Node;
+    }
+    for p in run.evidence.as_mut().unwrap().topology.processes.iter_mut() {
+        p.kind = ServerKind::Node;
+    }
+    let found = diagnose(&run);
+    let f = find(&found, "server-cpu-saturated");
+    assert!(
+        f.title.contains("its busiest thread at 98% of a core"),
+        "{}",
+        f.title
+    );
+    assert!(f.fix.contains("`cluster` module"), "{}", f.fix);
+    // The same CPU spread over its threads (busiest 30%): far from any limit.
+    for p in run.evidence.as_mut().unwrap().window.processes.iter_mut() {
+        p.busiest_thread_pct = Some(30.0);
+    }
+    assert!(!diagnose(&run)
+        .iter()
+        .any(|f| f.id == "server-cpu-saturated"));
+}

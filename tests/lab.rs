@@ -727,6 +727,15 @@ fn apache_workers() {
             .unwrap_or(0)
     };
     assert!(queue(&before) >= 50, "accept queue {}", queue(&before));
+    // A worker of many threads: its busiest thread is measured too (/proc/PID/task).
+    let busiest_thread = after["evidence"]["window"]["processes"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|p| p["role"] == "worker")
+        .filter_map(|p| p["busiest_thread_pct"].as_f64())
+        .fold(0.0, f64::max);
+    assert!(busiest_thread > 1.0, "busiest thread {busiest_thread}%");
     assert!(queue(&after) < 10, "accept queue {}", queue(&after));
     assert!(rps(&after) > rps(&before));
 }

@@ -57,6 +57,7 @@ pub fn knob(kind: ServerKind, knob: Knob) -> Option<&'static str> {
         (Haproxy, OpenFiles) => "`ulimit-n` (HAProxy derives it from `maxconn`)",
         (Haproxy, Affinity) => "`cpu-map`",
         (Haproxy, UpstreamReuse) => "`http-reuse always` in the backend",
+        (Node, Workers) => "the `cluster` module (one process per CPU, sharing the port)",
         (PhpFpm, Workers | Connections) => "`pm.max_children` in the pool",
         (PhpFpm, Backlog) => "`listen.backlog` in the pool",
         (PhpFpm, OpenFiles) => "`rlimit_files` in php-fpm.conf",

@@ -117,6 +117,11 @@ pub struct ProcRates {
     pub tier: String,
     /// CPU use, percent of one core (user + system), and its parts.
     pub cpu_pct: f64,
+    /// For a process of several threads, the CPU use of its busiest thread, percent of
+    /// one core: one thread at 100% is the limit of an event loop (Node's main thread)
+    /// however many cores the process could use. `None` for one thread (= `cpu_pct`).
+    #[serde(default)]
+    pub busiest_thread_pct: Option<f64>,
     pub user_pct: f64,
     pub system_pct: f64,
     /// Time spent runnable but waiting for a CPU, ms per second (schedstat).

@@ -108,6 +108,15 @@ impl Reader {
                     role: p.role.clone(),
                     tier: p.tier.clone(),
                     cpu_pct: user + system,
+                    busiest_thread_pct: (y.thread_ticks.len() > 1).then(|| {
+                        y.thread_ticks
+                            .iter()
+                            // A thread born in the interval has no earlier reading.
+                            .filter_map(|(tid, t)| {
+                                Some(ticks(t.saturating_sub(*x.thread_ticks.get(tid)?)))
+                            })
+                            .fold(0.0, f64::max)
+                    }),
                     user_pct: user,
                     system_pct: system,
                     run_delay_ms_per_s: match (x.sched, y.sched) {

@@ -41,6 +41,26 @@ pub(super) struct ProcSnap {
     pub(super) io: Option<PidIo>,
     pub(super) fds: Option<u64>,
     pub(super) fd_limit: Option<u64>,
+    /// Each thread's user + system ticks, for a process of several threads (its
+    /// busiest thread may be the limit: an event loop, Node's main thread).
+    pub(super) thread_ticks: BTreeMap<i32, u64>,
+}
+
+/// The CPU ticks of each thread of `pid` (at most 1,024 threads are read: a pool
+/// larger than that is not one busy loop).
+fn thread_ticks(pid: i32) -> BTreeMap<i32, u64> {
+    let Ok(dir) = std::fs::read_dir(format!("/proc/{pid}/task")) else {
+        return BTreeMap::new();
+    };
+    dir.flatten()
+        .take(1024)
+        .filter_map(|e| {
+            let tid: i32 = e.file_name().to_str()?.parse().ok()?;
+            let t = std::fs::read_to_string(format!("/proc/{pid}/task/{tid}/stat")).ok()?;
+            let st = parse_pid_stat(&t)?;
+            Some((tid, st.utime + st.stime))
+        })
+        .collect()
 }
 
 /// Reads snapshots; remembers which sources failed so each is warned about once.
@@ -143,9 +163,15 @@ impl Reader {
             let fd_limit = std::fs::read_to_string(format!("/proc/{pid}/limits"))
                 .ok()
                 .and_then(|t| parse_limits_nofile(&t));
+            let thread_ticks = if stat.num_threads > 1 {
+                thread_ticks(pid)
+            } else {
+                BTreeMap::new()
+            };
             s.procs.insert(
                 pid,
                 ProcSnap {
+                    thread_ticks,
                     stat,
                     status,
                     sched,

@@ -90,7 +90,16 @@ pub(super) fn server_cpu_saturated(c: &Ctx) -> Option<Finding> {
     // thread for a threaded one (Apache's mpm_event, HAProxy's nbthread), at most the
     // CPUs the server may use.
     let cores = |p: &crate::run::ProcRates| p.threads.clamp(1, cpus as u64) as f64;
-    let share = |p: &crate::run::ProcRates| demand(p) / cores(p);
+    // A process of many threads whose busiest thread is at a core's limit is held by
+    // that thread (an event loop: Node's main thread), however idle the others are.
+    let one_thread = |p: &crate::run::ProcRates| {
+        p.busiest_thread_pct
+            .filter(|t| *t >= 90.0 && *t >= demand(p) / cores(p))
+    };
+    let share = |p: &crate::run::ProcRates| match one_thread(p) {
+        Some(t) => t,
+        None => demand(p) / cores(p),
+    };
     let w = workers
         .iter()
         .max_by(|a, b| share(a).total_cmp(&share(b)))
@@ -101,14 +110,29 @@ pub(super) fn server_cpu_saturated(c: &Ctx) -> Option<Finding> {
     }
     let running = w.cpu_pct;
     let n = workers.len() as u32;
-    let usable: f64 = workers.iter().map(|p| cores(p)).sum();
+    let usable: f64 = workers
+        .iter()
+        .map(|p| {
+            if one_thread(p).is_some() {
+                1.0
+            } else {
+                cores(p)
+            }
+        })
+        .sum();
     let comm = w.comm.clone();
-    let threaded = cores(w) > 1.0;
+    let single = one_thread(w).is_some();
+    let threaded = !single && cores(w) > 1.0;
     let mut f = finding(
         "server-cpu-saturated",
         Kind::Bottleneck,
         ramp(busiest, 90.0, 99.0),
-        if threaded {
+        if single {
+            format!(
+                "{}: its busiest thread at {busiest:.0}% of a core (one thread sets the pace)",
+                w.label()
+            )
+        } else if threaded {
             format!(
                 "{comm} at {busiest:.0}% of the {:.0} cores its threads may use (running or waiting to run)",
                 cores(w)
@@ -127,16 +151,21 @@ pub(super) fn server_cpu_saturated(c: &Ctx) -> Option<Finding> {
         fact("workers", n as f64, "processes"),
         fact("CPUs the server may use", cpus as f64, "CPUs"),
     ];
-    if threaded {
+    if single || threaded {
         f.evidence
             .push(fact("busiest worker threads", w.threads as f64, "threads"));
+    }
+    if let Some(t) = w.busiest_thread_pct {
+        f.evidence.push(fact("its busiest thread's CPU", t, "%"));
     }
     let sys = workers.iter().map(|p| p.system_pct).fold(0.0, f64::max);
     f.evidence.push(fact("busiest worker system CPU", sys, "%"));
     let short = usable < cpus as f64;
     f.explanation = format!(
         "{}{}",
-        if threaded {
+        if single {
+            format!("One thread of {comm} did nearly all its work and ran nearly all the time: an event loop (a single-threaded server, Node's main thread) at a core's limit, which more cores do not help.")
+        } else if threaded {
             format!("{comm}'s worker threads together used nearly all the cores they may run on; it cannot serve faster.")
         } else {
             format!("Each {comm} worker is one event loop on one core; at ~100% it cannot serve faster.")
