@@ -58,6 +58,14 @@ pub fn knob(kind: ServerKind, knob: Knob) -> Option<&'static str> {
         (Haproxy, Affinity) => "`cpu-map`",
         (Haproxy, UpstreamReuse) => "`http-reuse always` in the backend",
         (Node, Workers) => "the `cluster` module (one process per CPU, sharing the port)",
+        (Node, Connections) => "`server.maxConnections`",
+        (Node, Backlog) => "the `backlog` argument of `server.listen()` (default 511)",
+        (Envoy, Workers) => "`--concurrency` (worker threads)",
+        (Envoy, Connections) => {
+            "the listener's connection limit (overload manager `downstream_connections`, cluster `circuit_breakers`)"
+        }
+        (Envoy, Backlog) => "the listener's `tcp_backlog_size`",
+        (Caddy, Workers) => "`GOMAXPROCS` (Caddy's threads)",
         (PhpFpm, Workers | Connections) => "`pm.max_children` in the pool",
         (PhpFpm, Backlog) => "`listen.backlog` in the pool",
         (PhpFpm, OpenFiles) => "`rlimit_files` in php-fpm.conf",
@@ -104,6 +112,9 @@ mod tests {
             }
         }
         assert_eq!(knob(ServerKind::Unknown, Knob::Connections), None);
+        assert!(knob(ServerKind::Envoy, Knob::Backlog)
+            .unwrap()
+            .contains("tcp_backlog_size"));
         assert!(knob(ServerKind::Haproxy, Knob::Connections)
             .unwrap()
             .contains("maxconn"));
