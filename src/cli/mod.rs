@@ -103,6 +103,7 @@ pub fn main() -> anyhow::Result<ExitCode> {
         Err(e) => e.exit(),
     };
     let res = match cli.command {
+        Command::Run(a) if a.ray.address.is_some() => ray::cmd(*a),
         Command::Run(a) => run::cmd(*a),
         Command::Report(a) => cmd_report(a),
         Command::Lab(c) => lab::cmd(c),

@@ -14,7 +14,6 @@ use std::process::{Command, ExitCode, Stdio};
 use std::time::Duration;
 
 use anyhow::Context;
-use clap::Args;
 use serde::Deserialize;
 
 use super::merge::Views;
@@ -22,32 +21,9 @@ use super::run::RunArgs;
 use crate::merge::Part;
 use crate::run::{Evidence, Run};
 use crate::spec::{SegmentOf, Spec};
-use crate::units::parse_duration;
 
 /// The companion, carried inside the binary so an installed loadlens needs no other file.
 const COMPANION: &str = include_str!("../../ray/loadlens_ray.py");
-
-#[derive(Args, Debug, Default)]
-pub struct RayFlags {
-    /// Run the load from the nodes of this Ray cluster (e.g. 10.0.0.1:6379, or `auto`
-    /// on a node of it), one segment per node, and merge them (needs Ray installed for
-    /// the Python in LOADLENS_PYTHON, or in ~/.cache/loadlens-venv).
-    #[arg(long = "ray", value_name = "ADDRESS")]
-    pub address: Option<String>,
-    /// With --ray: how many nodes send load (at most the alive nodes with CPUs).
-    #[arg(long, value_parser = super::parse_u32, value_name = "N", requires = "address")]
-    pub clients: Option<u32>,
-    /// With --ray: the longest wait for the segments, from their start [default: the
-    /// duration (or 5 minutes with -n) plus the request timeout plus 60s]; a segment
-    /// without a Run by then is reported missing.
-    #[arg(long, value_parser = parse_duration, requires = "address", value_name = "DURATION")]
-    pub ray_timeout: Option<Duration>,
-    /// With --ray: the custom resource of the server's node (e.g. `server`): the machine
-    /// is watched there (as `run` watches its own; the segments then do not watch
-    /// theirs), and no client segment goes there.
-    #[arg(long, value_name = "NAME", requires = "address")]
-    pub server_node_resource: Option<String>,
-}
 
 /// What the companion hands back.
 #[derive(Deserialize)]
@@ -95,7 +71,14 @@ pub fn python() -> PathBuf {
     PathBuf::from("python3")
 }
 
-pub fn cmd(a: &RunArgs, whole: &Spec, body: &[u8]) -> anyhow::Result<ExitCode> {
+/// `run … --ray`: the checks and the whole load's spec as `run` makes them, then the
+/// segments placed on the cluster and merged.
+pub fn cmd(mut a: RunArgs) -> anyhow::Result<ExitCode> {
+    let (body, whole) = super::run::prepare(&mut a)?;
+    on_cluster(&a, &whole, &body)
+}
+
+fn on_cluster(a: &RunArgs, whole: &Spec, body: &[u8]) -> anyhow::Result<ExitCode> {
     let address = a.ray.address.clone().expect("checked by the caller");
     let Some(clients) = a.ray.clients else {
         anyhow::bail!("--ray needs --clients N: how many nodes send load");

@@ -72,7 +72,7 @@ pub struct RunArgs {
     #[arg(long, value_name = "UNIX_TIME", allow_hyphen_values = true)]
     pub(super) start_at: Option<f64>,
     #[command(flatten)]
-    pub(super) ray: super::ray::RayFlags,
+    pub(super) ray: RayFlags,
     #[command(flatten)]
     pub(super) load: LoadFlags,
 }
@@ -145,7 +145,9 @@ pub fn dry_run(a: &RunArgs) -> anyhow::Result<(Spec, RequestBytes)> {
     Ok((spec, request))
 }
 
-pub fn cmd(mut a: RunArgs) -> anyhow::Result<ExitCode> {
+/// The checks every `run` makes first and the whole load's spec (before a segment is
+/// taken of it), for `run` and for `run --ray`.
+pub(super) fn prepare(a: &mut RunArgs) -> anyhow::Result<(Vec<u8>, Spec)> {
     if let Some(at) = a.start_at {
         check_start_at(at)?;
     }
@@ -162,9 +164,11 @@ pub fn cmd(mut a: RunArgs) -> anyhow::Result<ExitCode> {
     }
     let body = a.load.body()?;
     let whole = a.load.spec(a.shape(), body.len())?;
-    if a.ray.address.is_some() {
-        return super::ray::cmd(&a, &whole, &body);
-    }
+    Ok((body, whole))
+}
+
+pub fn cmd(mut a: RunArgs) -> anyhow::Result<ExitCode> {
+    let (body, whole) = prepare(&mut a)?;
     let spec = match a.segment {
         Some(seg) => whole.segment(seg)?,
         None => whole.clone(),
@@ -235,4 +239,26 @@ pub fn cmd(mut a: RunArgs) -> anyhow::Result<ExitCode> {
         }
     }
     Ok(stop.exit_code())
+}
+
+#[derive(Args, Debug, Default)]
+pub struct RayFlags {
+    /// Run the load from the nodes of this Ray cluster (e.g. 10.0.0.1:6379, or `auto`
+    /// on a node of it), one segment per node, and merge them (needs Ray installed for
+    /// the Python in LOADLENS_PYTHON, or in ~/.cache/loadlens-venv).
+    #[arg(long = "ray", value_name = "ADDRESS")]
+    pub address: Option<String>,
+    /// With --ray: how many nodes send load (at most the alive nodes with CPUs).
+    #[arg(long, value_parser = super::parse_u32, value_name = "N", requires = "address")]
+    pub clients: Option<u32>,
+    /// With --ray: the longest wait for the segments, from their start [default: the
+    /// duration (or 5 minutes with -n) plus the request timeout plus 60s]; a segment
+    /// without a Run by then is reported missing.
+    #[arg(long, value_parser = parse_duration, requires = "address", value_name = "DURATION")]
+    pub ray_timeout: Option<Duration>,
+    /// With --ray: the custom resource of the server's node (e.g. `server`): the machine
+    /// is watched there (as `run` watches its own; the segments then do not watch
+    /// theirs), and no client segment goes there.
+    #[arg(long, value_name = "NAME", requires = "address")]
+    pub server_node_resource: Option<String>,
 }

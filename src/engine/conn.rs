@@ -60,7 +60,7 @@ pub(super) struct Conn<T> {
     pub(super) got_first: bool,
     pub(super) first_at: Instant,
     /// HTTP/2 state, made when the slot's first HTTP/2 connection is set up and reused.
-    pub(super) h2: Option<Box<super::h2::H2Conn>>,
+    pub(super) h2: Option<Box<super::h2::state::H2Conn>>,
     /// This connection's slot, to find it from the pacing queue.
     pub(super) idx: usize,
 }

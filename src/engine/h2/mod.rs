@@ -27,11 +27,13 @@
 //! END_STREAM), status code, bytes read (every byte of the connection, frames included).
 
 pub mod frame;
+pub(super) mod state;
 
 use std::io;
 use std::time::Instant;
 
 use frame::{FrameHead, HEAD, RECV_WINDOW};
+use state::{H2Conn, Stream};
 
 use super::conn::{Conn, Next, Phase};
 use super::stats::{us_between, ErrorKind};
@@ -40,96 +42,6 @@ use super::worker::Loop;
 
 /// RST_STREAM's error code for a stream the server did not process.
 const REFUSED_STREAM: u32 = 0x7;
-
-/// A request in flight on a connection.
-#[derive(Debug, Clone, Copy)]
-pub(super) struct Stream {
-    id: u32,
-    pub(super) since: Instant,
-    first_at: Option<Instant>,
-    status: u16,
-    /// DATA bytes received since our last WINDOW_UPDATE for this stream.
-    recv: u32,
-}
-
-/// One HTTP/2 connection's state, kept in its slot and reused by the connections that
-/// follow on it.
-pub(super) struct H2Conn {
-    decoder: httlib_hpack::Decoder<'static>,
-    /// The header block being decoded (the decoder consumes a `Vec`) and its fields.
-    scratch: Vec<u8>,
-    fields: Vec<(Vec<u8>, Vec<u8>, u8)>,
-    /// Streams in flight (at most `--max-concurrent-streams`; removed by swap).
-    pub(super) streams: Vec<Stream>,
-    next_id: u32,
-    /// Frames queued for the socket, and how much of them is written.
-    out: Vec<u8>,
-    out_at: usize,
-    /// SETTINGS_MAX_CONCURRENT_STREAMS from the server: one stream until its first
-    /// SETTINGS arrive (it may allow fewer than we want), unlimited if they say nothing.
-    peer_max_streams: u32,
-    settings_seen: bool,
-    /// What the server still accepts of request bodies on this connection.
-    send_window: i64,
-    /// DATA bytes received since our last connection WINDOW_UPDATE.
-    recv_unacked: u32,
-    /// A header block continued in CONTINUATION frames: its bytes, stream, END_STREAM.
-    block: Vec<u8>,
-    block_stream: u32,
-    block_ends_stream: bool,
-    /// GOAWAY received: no new streams on this connection.
-    goaway: bool,
-    /// Streams started on this connection (for `--connreqs`).
-    started: u32,
-    /// Budget units claimed for requests the server never processed (GOAWAY,
-    /// REFUSED_STREAM), kept for the next connection.
-    pub(super) permits: u32,
-}
-
-impl H2Conn {
-    fn new(streams: usize, request_len: usize) -> H2Conn {
-        H2Conn {
-            decoder: httlib_hpack::Decoder::default(),
-            scratch: Vec::with_capacity(4096),
-            fields: Vec::with_capacity(32),
-            streams: Vec::with_capacity(streams),
-            next_id: 1,
-            out: Vec::with_capacity(streams * request_len + 1024),
-            out_at: 0,
-            peer_max_streams: 1,
-            settings_seen: false,
-            send_window: 65_535,
-            recv_unacked: 0,
-            block: Vec::new(),
-            block_stream: 0,
-            block_ends_stream: false,
-            goaway: false,
-            started: 0,
-            permits: 0,
-        }
-    }
-
-    /// A fresh connection on the same slot: new HPACK state and windows, same buffers.
-    fn reset(&mut self) {
-        self.decoder = httlib_hpack::Decoder::default();
-        self.streams.clear();
-        self.next_id = 1;
-        self.out.clear();
-        self.out_at = 0;
-        self.peer_max_streams = 1;
-        self.settings_seen = false;
-        self.send_window = 65_535;
-        self.recv_unacked = 0;
-        self.block.clear();
-        self.block_stream = 0;
-        self.goaway = false;
-        self.started = 0;
-    }
-
-    fn find(&self, id: u32) -> Option<usize> {
-        self.streams.iter().position(|s| s.id == id)
-    }
-}
 
 impl<T: Transport> Loop<'_, T> {
     /// Set-up is done on a connection that speaks HTTP/2: send the preface and the
@@ -445,24 +357,5 @@ impl<T: Transport> Loop<'_, T> {
         self.stats.responses += 1;
         self.interval_responses += 1;
         self.stats.status(s.status);
-    }
-}
-
-impl H2Conn {
-    /// Decodes a header block (keeping the connection's HPACK table in step) and
-    /// returns its `:status` (0 when it has none, e.g. trailers).
-    fn decode_status(&mut self, block: &[u8]) -> Result<u16, ErrorKind> {
-        self.scratch.clear();
-        self.scratch.extend_from_slice(block);
-        self.fields.clear();
-        self.decoder
-            .decode(&mut self.scratch, &mut self.fields)
-            .map_err(|_| ErrorKind::Parse)?;
-        Ok(self
-            .fields
-            .iter()
-            .find(|(n, _, _)| n == b":status")
-            .and_then(|(_, v, _)| std::str::from_utf8(v).ok()?.parse().ok())
-            .unwrap_or(0))
     }
 }

@@ -1,0 +1,115 @@
+//! One HTTP/2 connection's state (streams, HPACK decoder, windows, queued frames), kept
+//! in its connection's slot. The frame handling that changes it is in `mod.rs`.
+
+use std::time::Instant;
+
+use crate::engine::stats::ErrorKind;
+
+/// A request in flight on a connection.
+#[derive(Debug, Clone, Copy)]
+pub(in crate::engine) struct Stream {
+    pub(in crate::engine) id: u32,
+    pub(in crate::engine) since: Instant,
+    pub(in crate::engine) first_at: Option<Instant>,
+    pub(in crate::engine) status: u16,
+    /// DATA bytes received since our last WINDOW_UPDATE for this stream.
+    pub(in crate::engine) recv: u32,
+}
+
+/// One HTTP/2 connection's state, kept in its slot and reused by the connections that
+/// follow on it.
+pub(in crate::engine) struct H2Conn {
+    pub(in crate::engine) decoder: httlib_hpack::Decoder<'static>,
+    /// The header block being decoded (the decoder consumes a `Vec`) and its fields.
+    pub(in crate::engine) scratch: Vec<u8>,
+    pub(in crate::engine) fields: Vec<(Vec<u8>, Vec<u8>, u8)>,
+    /// Streams in flight (at most `--max-concurrent-streams`; removed by swap).
+    pub(in crate::engine) streams: Vec<Stream>,
+    pub(in crate::engine) next_id: u32,
+    /// Frames queued for the socket, and how much of them is written.
+    pub(in crate::engine) out: Vec<u8>,
+    pub(in crate::engine) out_at: usize,
+    /// SETTINGS_MAX_CONCURRENT_STREAMS from the server: one stream until its first
+    /// SETTINGS arrive (it may allow fewer than we want), unlimited if they say nothing.
+    pub(in crate::engine) peer_max_streams: u32,
+    pub(in crate::engine) settings_seen: bool,
+    /// What the server still accepts of request bodies on this connection.
+    pub(in crate::engine) send_window: i64,
+    /// DATA bytes received since our last connection WINDOW_UPDATE.
+    pub(in crate::engine) recv_unacked: u32,
+    /// A header block continued in CONTINUATION frames: its bytes, stream, END_STREAM.
+    pub(in crate::engine) block: Vec<u8>,
+    pub(in crate::engine) block_stream: u32,
+    pub(in crate::engine) block_ends_stream: bool,
+    /// GOAWAY received: no new streams on this connection.
+    pub(in crate::engine) goaway: bool,
+    /// Streams started on this connection (for `--connreqs`).
+    pub(in crate::engine) started: u32,
+    /// Budget units claimed for requests the server never processed (GOAWAY,
+    /// REFUSED_STREAM), kept for the next connection.
+    pub(in crate::engine) permits: u32,
+}
+
+impl H2Conn {
+    pub(super) fn new(streams: usize, request_len: usize) -> H2Conn {
+        H2Conn {
+            decoder: httlib_hpack::Decoder::default(),
+            scratch: Vec::with_capacity(4096),
+            fields: Vec::with_capacity(32),
+            streams: Vec::with_capacity(streams),
+            next_id: 1,
+            out: Vec::with_capacity(streams * request_len + 1024),
+            out_at: 0,
+            peer_max_streams: 1,
+            settings_seen: false,
+            send_window: 65_535,
+            recv_unacked: 0,
+            block: Vec::new(),
+            block_stream: 0,
+            block_ends_stream: false,
+            goaway: false,
+            started: 0,
+            permits: 0,
+        }
+    }
+
+    /// A fresh connection on the same slot: new HPACK state and windows, same buffers.
+    pub(super) fn reset(&mut self) {
+        self.decoder = httlib_hpack::Decoder::default();
+        self.streams.clear();
+        self.next_id = 1;
+        self.out.clear();
+        self.out_at = 0;
+        self.peer_max_streams = 1;
+        self.settings_seen = false;
+        self.send_window = 65_535;
+        self.recv_unacked = 0;
+        self.block.clear();
+        self.block_stream = 0;
+        self.goaway = false;
+        self.started = 0;
+    }
+
+    pub(super) fn find(&self, id: u32) -> Option<usize> {
+        self.streams.iter().position(|s| s.id == id)
+    }
+}
+
+impl H2Conn {
+    /// Decodes a header block (keeping the connection's HPACK table in step) and
+    /// returns its `:status` (0 when it has none, e.g. trailers).
+    pub(super) fn decode_status(&mut self, block: &[u8]) -> Result<u16, ErrorKind> {
+        self.scratch.clear();
+        self.scratch.extend_from_slice(block);
+        self.fields.clear();
+        self.decoder
+            .decode(&mut self.scratch, &mut self.fields)
+            .map_err(|_| ErrorKind::Parse)?;
+        Ok(self
+            .fields
+            .iter()
+            .find(|(n, _, _)| n == b":status")
+            .and_then(|(_, v, _)| std::str::from_utf8(v).ok()?.parse().ok())
+            .unwrap_or(0))
+    }
+}
