@@ -3,12 +3,10 @@
 //! `maxconn` below the load in front of nginx. Each expects the generic finding, whose
 //! fix names the server's own directive: the rules know resources, not names.
 
-use super::scenario::{Key, Scenario, Setup};
-use super::servers::{docroot, start_nginx, Nginx};
-use super::world::{World, SERVER_IP};
+use super::scenario::{counter, listen, url, Key, Scenario, Setup, PORT};
+use super::servers::{docroot, start_upstream};
+use super::world::World;
 use crate::run::Run;
-
-const PORT: u16 = 8080;
 
 /// An Apache httpd with the event MPM: `threads` per process, `processes` at most,
 /// `MaxRequestWorkers` = their product. Returns the parent's pid.
@@ -24,7 +22,7 @@ PidFile {d}/httpd.pid
 Mutex file:{d}
 LoadModule mpm_event_module {modules}/mod_mpm_event.so
 LoadModule authz_core_module {modules}/mod_authz_core.so
-Listen {SERVER_IP}:{PORT}
+Listen {listen}
 ListenBacklog 4096
 ServerName lab
 User nobody
@@ -47,6 +45,7 @@ MaxRequestWorkers {max}
 "#,
         root = root.display(),
         max = processes * threads,
+        listen = listen(),
     );
     let conf_path = w.write("apache/httpd.conf", conf.as_bytes())?;
     let conf_path = conf_path.display().to_string();
@@ -64,7 +63,7 @@ MaxRequestWorkers {max}
         &[&bin, "-d", &d, "-f", &conf_path, "-DFOREGROUND"],
     )?;
     let c = w.client();
-    w.wait_tcp(&c, &format!("{SERVER_IP}:{PORT}"), "apache")?;
+    w.wait_tcp(&c, &listen(), "apache")?;
     Ok(pid)
 }
 
@@ -80,12 +79,13 @@ defaults
     timeout client 30s
     timeout server 30s
 frontend web
-    bind {SERVER_IP}:{PORT}
+    bind {listen}
     default_backend app
 backend app
     http-reuse always
     server s1 {upstream}
-"#
+"#,
+        listen = listen()
     );
     let conf_path = w.write("haproxy/haproxy.cfg", conf.as_bytes())?;
     let conf_path = conf_path.display().to_string();
@@ -95,7 +95,7 @@ backend app
     let bin = bin.display().to_string();
     let pid = w.spawn(ns, "haproxy", &[&bin, "-f", &conf_path, "-db"])?;
     let c = w.client();
-    w.wait_tcp(&c, &format!("{SERVER_IP}:{PORT}"), "haproxy")?;
+    w.wait_tcp(&c, &listen(), "haproxy")?;
     Ok(pid)
 }
 
@@ -133,7 +133,7 @@ pub fn scenarios() -> Vec<Scenario> {
                     start_apache(w, &s, 1, 4)?
                 };
                 Ok(Setup::new(
-                    format!("http://{SERVER_IP}:{PORT}/1k.bin"),
+                    url("/1k.bin"),
                     &["-c", "100", "--timeout", "2s"],
                     vec![pid],
                 ))
@@ -148,27 +148,15 @@ pub fn scenarios() -> Vec<Scenario> {
             expected_finding: "listen-queue-overflow",
             key: Key {
                 label: "TcpExt.ListenOverflows",
-                read: |r| {
-                    let e = r.evidence.as_ref()?;
-                    Some(e.window.counters.get("TcpExt.ListenOverflows").copied().unwrap_or(0) as f64)
-                },
+                read: |r| counter(r, "TcpExt.ListenOverflows"),
             },
             build: |w, fixed| {
                 w.two_hosts()?;
                 let s = w.server();
-                start_nginx(
-                    w,
-                    &s,
-                    &s,
-                    &Nginx {
-                        name: "upstream",
-                        listen: "127.0.0.1:8081".into(),
-                        ..Nginx::default()
-                    },
-                )?;
+                start_upstream(w)?;
                 let pid = start_haproxy(w, &s, if fixed { 4096 } else { 20 }, "127.0.0.1:8081")?;
                 Ok(Setup::new(
-                    format!("http://{SERVER_IP}:{PORT}/1k.bin"),
+                    url("/1k.bin"),
                     &["-c", "100", "--timeout", "2s"],
                     vec![pid],
                 ))

@@ -6,7 +6,7 @@ use std::sync::Arc;
 use std::thread::JoinHandle;
 use std::time::Duration;
 
-use super::world::World;
+use super::world::{World, SERVER_IP};
 use crate::run::Run;
 
 /// What a built world needs from the load run.
@@ -94,4 +94,23 @@ pub struct Key {
 /// Owned strings from a list of flags.
 pub fn args(a: &[&str]) -> Vec<String> {
     a.iter().map(|s| s.to_string()).collect()
+}
+
+/// The port the front server listens on in every scenario.
+pub(super) const PORT: u16 = 8080;
+
+/// The URL of `path` on the server host's port.
+pub(super) fn url(path: &str) -> String {
+    format!("http://{SERVER_IP}:{PORT}{path}")
+}
+
+/// The front server's `address:port`.
+pub(super) fn listen() -> String {
+    format!("{SERVER_IP}:{PORT}")
+}
+
+/// A window counter (`TcpExt.ListenOverflows`) from the Run's evidence.
+pub(super) fn counter(run: &Run, key: &str) -> Option<f64> {
+    let e = run.evidence.as_ref()?;
+    Some(e.window.counters.get(key).copied().unwrap_or(0) as f64)
 }

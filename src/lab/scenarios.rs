@@ -3,20 +3,10 @@
 
 use std::time::Duration;
 
-use super::scenario::{args, Beside, Key, Scenario, Setup};
-use super::servers::{children, start_nginx, start_php_fpm, Nginx};
-use super::world::{World, SERVER_IP};
+use super::scenario::{args, counter, listen, url, Beside, Key, Scenario, Setup};
+use super::servers::{children, start_nginx, start_php_fpm, start_upstream, Nginx};
+use super::world::World;
 use crate::run::Run;
-
-const PORT: u16 = 8080;
-
-fn url(path: &str) -> String {
-    format!("http://{SERVER_IP}:{PORT}{path}")
-}
-
-fn listen() -> String {
-    format!("{SERVER_IP}:{PORT}")
-}
 
 /// Starts the front nginx (`n`, its `listen` set to the server address) inside the
 /// server namespace, ready once the client namespace can connect. Returns its pid.
@@ -31,28 +21,6 @@ fn start_front(w: &mut World, n: Nginx) -> anyhow::Result<i32> {
             ..n
         },
     )
-}
-
-/// The upstream of the proxy scenarios: a second nginx in the server namespace on
-/// 127.0.0.1:8081, serving the same docroot.
-fn start_upstream(w: &mut World) -> anyhow::Result<i32> {
-    let s = w.server();
-    start_nginx(
-        w,
-        &s,
-        &s,
-        &Nginx {
-            name: "upstream",
-            listen: "127.0.0.1:8081".into(),
-            ..Nginx::default()
-        },
-    )
-}
-
-/// A window counter (`TcpExt.ListenOverflows`) from the Run's evidence.
-fn counter(run: &Run, key: &str) -> Option<f64> {
-    let e = run.evidence.as_ref()?;
-    Some(e.window.counters.get(key).copied().unwrap_or(0) as f64)
 }
 
 /// The busiest process of the front whose role is `role`.

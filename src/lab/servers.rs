@@ -152,6 +152,22 @@ http {{
     Ok(pid)
 }
 
+/// The upstream of the proxy scenarios: a second nginx in the server namespace on
+/// 127.0.0.1:8081, serving the same docroot.
+pub(super) fn start_upstream(w: &mut World) -> anyhow::Result<i32> {
+    let s = w.server();
+    start_nginx(
+        w,
+        &s,
+        &s,
+        &Nginx {
+            name: "upstream",
+            listen: "127.0.0.1:8081".into(),
+            ..Nginx::default()
+        },
+    )
+}
+
 /// The pids of a process's children (nginx workers, php-fpm children).
 pub fn children(pid: i32) -> Vec<i32> {
     std::fs::read_to_string(format!("/proc/{pid}/task/{pid}/children"))
