@@ -335,6 +335,18 @@ impl<'a> Ctx<'a> {
         )
     }
 
+    /// The cores a worker can use: one for a single-threaded event loop, one per thread
+    /// for a threaded one (Apache's mpm_event, HAProxy's nbthread), at most the CPUs
+    /// the server may use.
+    pub fn worker_cores(&self, p: &ProcRates) -> f64 {
+        p.threads.clamp(1, self.server_cpus() as u64) as f64
+    }
+
+    /// A worker's CPU demand as a share of the cores it can use, percent.
+    pub fn worker_cpu_share(&self, p: &ProcRates) -> f64 {
+        p.cpu_demand_pct() / self.worker_cores(p)
+    }
+
     /// The CPUs the server may use: its workers' affinity where known, else every
     /// online CPU.
     pub fn server_cpus(&self) -> u32 {

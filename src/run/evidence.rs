@@ -249,6 +249,12 @@ pub struct QueueMax {
 }
 
 impl ProcRates {
+    /// CPU it ran plus CPU it waited for (run-queue delay as percent of a core): what
+    /// it would have used with a CPU free whenever it was runnable.
+    pub fn cpu_demand_pct(&self) -> f64 {
+        self.cpu_pct + self.run_delay_ms_per_s.unwrap_or(0.0) / 10.0
+    }
+
     /// How a title names it: "nginx worker 4122", or "gosrv 812" for a server that is
     /// one process.
     pub fn label(&self) -> String {

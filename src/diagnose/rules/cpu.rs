@@ -85,20 +85,15 @@ pub(super) fn run_queue_delay(c: &Ctx) -> Option<Finding> {
 pub(super) fn server_cpu_saturated(c: &Ctx) -> Option<Finding> {
     let workers = c.front_workers();
     let cpus = c.server_cpus();
-    let demand = |p: &crate::run::ProcRates| p.cpu_pct + p.run_delay_ms_per_s.unwrap_or(0.0) / 10.0;
-    // What a worker can use: one core for a single-threaded event loop; one core per
-    // thread for a threaded one (Apache's mpm_event, HAProxy's nbthread), at most the
-    // CPUs the server may use.
-    let cores = |p: &crate::run::ProcRates| p.threads.clamp(1, cpus as u64) as f64;
     // A process of many threads whose busiest thread is at a core's limit is held by
     // that thread (an event loop: Node's main thread), however idle the others are.
     let one_thread = |p: &crate::run::ProcRates| {
         p.busiest_thread_pct
-            .filter(|t| *t >= 90.0 && *t >= demand(p) / cores(p))
+            .filter(|t| *t >= 90.0 && *t >= c.worker_cpu_share(p))
     };
     let share = |p: &crate::run::ProcRates| match one_thread(p) {
         Some(t) => t,
-        None => demand(p) / cores(p),
+        None => c.worker_cpu_share(p),
     };
     let w = workers
         .iter()
@@ -116,13 +111,13 @@ pub(super) fn server_cpu_saturated(c: &Ctx) -> Option<Finding> {
             if one_thread(p).is_some() {
                 1.0
             } else {
-                cores(p)
+                c.worker_cores(p)
             }
         })
         .sum();
     let comm = w.comm.clone();
     let single = one_thread(w).is_some();
-    let threaded = !single && cores(w) > 1.0;
+    let threaded = !single && c.worker_cores(w) > 1.0;
     let mut f = finding(
         "server-cpu-saturated",
         Kind::Bottleneck,
@@ -135,7 +130,7 @@ pub(super) fn server_cpu_saturated(c: &Ctx) -> Option<Finding> {
         } else if threaded {
             format!(
                 "{comm} at {busiest:.0}% of the {:.0} cores its threads may use (running or waiting to run)",
-                cores(w)
+                c.worker_cores(w)
             )
         } else {
             format!("{comm} workers at {busiest:.0}% of a core (running or waiting to run)")
@@ -145,7 +140,7 @@ pub(super) fn server_cpu_saturated(c: &Ctx) -> Option<Finding> {
         fact("busiest worker CPU", running, "%"),
         fact(
             "busiest worker CPU demand (running + run-queue wait)",
-            demand(w),
+            w.cpu_demand_pct(),
             "%",
         ),
         fact("workers", n as f64, "processes"),

@@ -154,10 +154,10 @@ fn waiting_to_be_accepted<'a>(c: &Ctx<'a>) -> Option<&'a crate::run::QueueMax> {
         .iter()
         .filter(|q| q.port_is_tcp() && q.addr.ends_with(&format!(":{port}")))
         .max_by_key(|q| q.max_queue)?;
-    let busy = c.front_workers().iter().any(|p| {
-        let cores = p.threads.clamp(1, c.server_cpus() as u64) as f64;
-        (p.cpu_pct + p.run_delay_ms_per_s.unwrap_or(0.0) / 10.0) / cores >= 80.0
-    });
+    let busy = c
+        .front_workers()
+        .iter()
+        .any(|p| c.worker_cpu_share(p) >= 80.0);
     let queued = q.samples_queued * 2 >= q.samples.max(1) && q.max_queue >= 10;
     (queued && !busy).then_some(q)
 }
