@@ -61,11 +61,7 @@ fn requests_that_would_smuggle_or_never_start_are_refused() {
         ])
         .output()
         .unwrap();
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    common::assert_ok(&out);
     // Nothing of the refused runs reached nginx.
     assert_eq!(ng.log().len(), 5);
 }
@@ -125,11 +121,7 @@ fn more_connections_than_open_files_is_refused_before_any_load() {
         ])
         .output()
         .unwrap();
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    common::assert_ok(&out);
     assert_eq!(ng.log().len(), 1200);
 }
 
@@ -253,11 +245,7 @@ fn credentials_in_the_url_are_sent_as_basic_auth_and_not_recorded() {
         .arg(&json)
         .output()
         .unwrap();
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    common::assert_ok(&out);
     let text = String::from_utf8_lossy(&out.stdout);
     assert!(text.contains("Status codes: 200: 20"), "{text}");
     let saved = std::fs::read_to_string(&json).unwrap();

@@ -97,11 +97,7 @@ fn page(dir: &Path, args: &[&str]) -> (String, std::path::PathBuf) {
         .arg(&out)
         .output()
         .unwrap();
-    assert!(
-        st.status.success(),
-        "{}",
-        String::from_utf8_lossy(&st.stderr)
-    );
+    common::assert_ok(&st);
     if args[0] == "report" {
         assert!(
             st.stdout.is_empty(),

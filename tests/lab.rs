@@ -218,14 +218,7 @@ fn worker(run: &Value, field: &str) -> f64 {
 }
 
 fn pct(run: &Value, p: f64) -> f64 {
-    run["results"]["latency"]["percentiles"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .find(|x| x["p"].as_f64() == Some(p))
-        .unwrap()["us"]
-        .as_f64()
-        .unwrap()
+    common::percentile_us(run, p) as f64
 }
 
 fn rps(run: &Value) -> f64 {
@@ -499,11 +492,7 @@ fn stale_world_from_a_killed_run_is_removed() {
         .args(["lab", "run", "healthy", "-q", "-d", "500ms"])
         .output()
         .unwrap();
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    common::assert_ok(&out);
     assert!(String::from_utf8_lossy(&out.stderr).contains("left by a killed lab run"));
     assert_eq!(lab_namespaces(killed), Vec::<String>::new());
     assert_eq!(lab_processes(killed), Vec::<String>::new());

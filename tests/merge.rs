@@ -8,10 +8,7 @@ use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Output};
 use std::time::{SystemTime, UNIX_EPOCH};
 
-use base64::Engine as _;
-use common::{assert_ok, assert_valid, loadlens, u, Nginx};
-use hdrhistogram::serialization::Deserializer;
-use hdrhistogram::Histogram;
+use common::{assert_ok, assert_valid, latency_histogram, loadlens, percentile_us, u, Nginx};
 use serde_json::Value;
 
 fn now() -> f64 {
@@ -87,40 +84,23 @@ fn merge(files: &[PathBuf], out: &Path) -> Output {
         .unwrap()
 }
 
-/// The histogram a Run stores, decoded here with the hdrhistogram crate itself.
-fn histogram(run: &Value) -> Histogram<u64> {
-    let b64 = run["results"]["latency"]["histogram"].as_str().unwrap();
-    let bytes = base64::engine::general_purpose::STANDARD
-        .decode(b64)
-        .unwrap();
-    Deserializer::new()
-        .deserialize(&mut bytes.as_slice())
-        .unwrap()
-}
-
-fn percentile(run: &Value, p: f64) -> u64 {
-    run["results"]["latency"]["percentiles"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .find(|x| x["p"].as_f64() == Some(p))
-        .unwrap()["us"]
-        .as_u64()
-        .unwrap()
-}
-
 /// The merged Run's latency is the union's: the segments' histograms added here,
 /// independently of loadlens, give the same count, p50, p99 and max.
 fn assert_union_histogram(merged: &Value, segments: &[Value]) {
-    let mut union = histogram(&segments[0]);
+    let mut union = latency_histogram(&segments[0]["results"]["latency"]);
     for s in &segments[1..] {
-        union.add(histogram(s)).unwrap();
+        union
+            .add(latency_histogram(&s["results"]["latency"]))
+            .unwrap();
     }
     assert_eq!(u(merged, "results.latency.count"), union.len());
-    assert_eq!(percentile(merged, 50.0), union.value_at_quantile(0.5));
-    assert_eq!(percentile(merged, 99.0), union.value_at_quantile(0.99));
+    assert_eq!(percentile_us(merged, 50.0), union.value_at_quantile(0.5));
+    assert_eq!(percentile_us(merged, 99.0), union.value_at_quantile(0.99));
     assert_eq!(u(merged, "results.latency.max_us"), union.max());
-    assert_eq!(histogram(merged).len(), union.len());
+    assert_eq!(
+        latency_histogram(&merged["results"]["latency"]).len(),
+        union.len()
+    );
 }
 
 #[test]

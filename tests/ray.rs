@@ -17,8 +17,7 @@ use std::process::{Child, ChildStdin, Command, Stdio};
 use std::sync::mpsc;
 use std::time::{Duration, Instant};
 
-use base64::Engine as _;
-use common::{u, Nginx};
+use common::{latency_histogram, percentile_us, u, Nginx};
 use serde_json::Value;
 
 /// The Python with Ray, found the way loadlens finds it.
@@ -193,15 +192,6 @@ fn wait_bounded(mut child: Child, within: Duration) -> std::process::Output {
     );
 }
 
-fn histogram(latency: &Value) -> hdrhistogram::Histogram<u64> {
-    let bytes = base64::engine::general_purpose::STANDARD
-        .decode(latency["histogram"].as_str().unwrap())
-        .unwrap();
-    hdrhistogram::serialization::Deserializer::new()
-        .deserialize(&mut bytes.as_slice())
-        .unwrap()
-}
-
 /// The companion's own logic (which nodes get segments) by its doctests; needs only a
 /// Python 3, not Ray.
 #[test]
@@ -273,11 +263,7 @@ fn segments_on_two_ray_nodes_merge_exactly_and_a_killed_node_is_missing() {
     .spawn()
     .unwrap();
     let out = wait_bounded(child, Duration::from_secs(120));
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    common::assert_ok(&out);
     let m: Value = serde_json::from_str(&std::fs::read_to_string(&merged).unwrap()).unwrap();
     common::assert_valid("run", &m);
     let log = ng.log();
@@ -295,20 +281,10 @@ fn segments_on_two_ray_nodes_merge_exactly_and_a_killed_node_is_missing() {
         [1000, 1000]
     );
     // The merged histogram is the union of the two segments' (added here).
-    let mut union = histogram(&parts[0]["latency"]);
-    union.add(histogram(&parts[1]["latency"])).unwrap();
-    let pct = |p: f64| {
-        m["results"]["latency"]["percentiles"]
-            .as_array()
-            .unwrap()
-            .iter()
-            .find(|x| x["p"].as_f64() == Some(p))
-            .unwrap()["us"]
-            .as_u64()
-            .unwrap()
-    };
-    assert_eq!(pct(50.0), union.value_at_quantile(0.5));
-    assert_eq!(pct(99.0), union.value_at_quantile(0.99));
+    let mut union = latency_histogram(&parts[0]["latency"]);
+    union.add(latency_histogram(&parts[1]["latency"])).unwrap();
+    assert_eq!(percentile_us(&m, 50.0), union.value_at_quantile(0.5));
+    assert_eq!(percentile_us(&m, 99.0), union.value_at_quantile(0.99));
     assert_eq!(u(&m, "results.latency.max_us"), union.max());
     assert_eq!(u(&m, "results.latency.count"), union.len());
     // The machine was watched on the server's node (the head, with the `server`
@@ -356,11 +332,7 @@ fn segments_on_two_ray_nodes_merge_exactly_and_a_killed_node_is_missing() {
     }
     cluster.kill_node(1);
     let out = wait_bounded(child, Duration::from_secs(90));
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    common::assert_ok(&out);
     let m: Value = serde_json::from_str(&std::fs::read_to_string(&merged).unwrap()).unwrap();
     assert_eq!(m["merged"]["segments"].as_array().unwrap().len(), 1);
     let missing = m["merged"]["missing"].as_array().unwrap();

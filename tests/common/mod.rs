@@ -301,6 +301,30 @@ pub fn u(v: &Value, path: &str) -> u64 {
         .unwrap_or_else(|| panic!("{path} is not a number: {cur}"))
 }
 
+/// The latency histogram a Run (or a segment's part of a merged Run) carries: its
+/// `latency` object, whose `histogram` is the serialised HdrHistogram in base64.
+pub fn latency_histogram(latency: &Value) -> hdrhistogram::Histogram<u64> {
+    use base64::Engine as _;
+    let bytes = base64::engine::general_purpose::STANDARD
+        .decode(latency["histogram"].as_str().unwrap())
+        .unwrap();
+    hdrhistogram::serialization::Deserializer::new()
+        .deserialize(&mut bytes.as_slice())
+        .unwrap()
+}
+
+/// A Run's latency at percentile `p` (one of those it lists), µs.
+pub fn percentile_us(run: &Value, p: f64) -> u64 {
+    run["results"]["latency"]["percentiles"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|x| x["p"].as_f64() == Some(p))
+        .unwrap_or_else(|| panic!("no p{p} in the Run"))["us"]
+        .as_u64()
+        .unwrap()
+}
+
 /// Status code → count from a Run.
 pub fn status_codes(run: &Value) -> HashMap<u16, u64> {
     run["results"]["status_codes"]
