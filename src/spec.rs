@@ -53,6 +53,9 @@ pub struct Spec {
     /// h2load's `-m`); 1 for HTTP/1.1.
     #[serde(default = "one")]
     pub max_concurrent_streams: u32,
+    /// The socket I/O interface asked for (`--io`); the one used is `results.io`.
+    #[serde(default)]
+    pub io: IoBackend,
     /// `Authorization: Basic …` from the URL's `user:password@`: sent with every
     /// request, never recorded (the URL above is kept without its password).
     #[serde(skip)]
@@ -62,6 +65,21 @@ pub struct Spec {
 
 fn one() -> u32 {
     1
+}
+
+/// The socket I/O interface of the load engine's workers.
+#[derive(
+    Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema,
+)]
+#[serde(rename_all = "snake_case")]
+pub enum IoBackend {
+    /// io_uring where the kernel allows it and the run is plain-text HTTP/1.1, else epoll.
+    #[default]
+    Auto,
+    /// io_uring (`--io uring`); epoll with a one-line note where the kernel refuses it.
+    Uring,
+    /// epoll readiness with non-blocking sockets (`--io epoll`).
+    Epoll,
 }
 
 /// The HTTP version asked for.

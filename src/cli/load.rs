@@ -47,6 +47,11 @@ pub struct LoadFlags {
     /// HTTP/2: requests in flight on each connection (h2load's -m).
     #[arg(long, value_name = "N", default_value = "1")]
     pub max_concurrent_streams: u32,
+    /// Socket I/O of the workers: io_uring (one system call per loop for all
+    /// connections; plain-text HTTP/1.1) or epoll. Default: io_uring where the kernel
+    /// allows it, else epoll.
+    #[arg(long, value_name = "uring|epoll", value_parser = ["auto", "uring", "epoll"], default_value = "auto")]
+    pub io: String,
     /// Do not watch the machine (CPU, network, TCP counters, server processes).
     #[arg(long)]
     pub no_watch: bool,
@@ -145,6 +150,11 @@ impl LoadFlags {
                 _ => crate::spec::HttpVersion::Auto,
             },
             max_concurrent_streams: self.max_concurrent_streams,
+            io: match self.io.as_str() {
+                "uring" => crate::spec::IoBackend::Uring,
+                "epoll" => crate::spec::IoBackend::Epoll,
+                _ => crate::spec::IoBackend::Auto,
+            },
         };
         spec.check_flags()?;
         if self.sample < Duration::from_millis(100) {

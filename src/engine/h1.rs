@@ -168,9 +168,7 @@ impl<T: Transport> Loop<'_, T> {
             self.connect_failed(c, &e, now);
             return Some(Next::Retry);
         }
-        self.stats.connections += 1;
-        let us = us_between(c.since, now).max(1);
-        self.stats.connect_time.saturating_record(us);
+        self.count_established(c, now);
         if T::TLS {
             let us = us_between(c.tcp_at, now).max(1);
             self.stats.phases.tls_handshake.saturating_record(us);
@@ -188,7 +186,12 @@ impl<T: Transport> Loop<'_, T> {
 
     /// Records a complete response and decides what the connection does next.
     /// `None` means: keep going on this connection (the next request was started).
-    fn on_response(&mut self, c: &mut Conn<T>, done: Complete, now: Instant) -> Option<Next> {
+    pub(super) fn on_response<S>(
+        &mut self,
+        c: &mut Conn<S>,
+        done: Complete,
+        now: Instant,
+    ) -> Option<Next> {
         self.record(c, &done, now);
         if c.last || !done.keep_alive {
             c.phase = Phase::Draining;
@@ -204,7 +207,7 @@ impl<T: Transport> Loop<'_, T> {
     }
 
     /// Counts a complete response: its latency, body time and status.
-    fn record(&mut self, c: &Conn<T>, done: &Complete, now: Instant) {
+    pub(super) fn record<S>(&mut self, c: &Conn<S>, done: &Complete, now: Instant) {
         let us = us_between(c.intended, now);
         self.stats.latency.saturating_record(us.max(1));
         if c.got_first {
@@ -217,7 +220,7 @@ impl<T: Transport> Loop<'_, T> {
         self.stats.status(done.status);
     }
 
-    fn on_eof(&mut self, c: &mut Conn<T>, now: Instant) -> Next {
+    pub(super) fn on_eof<S>(&mut self, c: &mut Conn<S>, now: Instant) -> Next {
         if c.pending > 0 {
             return self.request_failed(ErrorKind::Parse);
         }

@@ -23,14 +23,14 @@ use super::conn::{Conn, Next, Phase};
 use super::h2::frame::RequestFrames;
 use super::http::ResponseParser;
 use super::pace::PaceTimer;
-use super::stats::{latency_histogram, ErrorKind, ThreadStats, Tick};
+use super::stats::{latency_histogram, us_between, ErrorKind, ThreadStats, Tick};
 use super::transport::Transport;
 use crate::spec::RequestBytes;
 
 /// How often connections are checked for timeouts and failed connects retried.
-const SWEEP: Duration = Duration::from_millis(20);
+pub(super) const SWEEP: Duration = Duration::from_millis(20);
 /// The interval of the timeline.
-const TICK: Duration = Duration::from_secs(1);
+pub(super) const TICK: Duration = Duration::from_secs(1);
 /// A connection whose connect failed waits this long before trying again, so a refused
 /// port costs a few syscalls per second rather than a spinning core.
 const RETRY_AFTER: Duration = Duration::from_millis(20);
@@ -95,7 +95,8 @@ pub struct LiveCount {
 
 pub(super) struct Loop<'a, T: Transport> {
     pub(super) w: &'a Worker<T>,
-    pub(super) poll: Poll,
+    /// The epoll poller; `None` in the io_uring loop (`uring/`), which shares the rest.
+    pub(super) poll: Option<Poll>,
     pub(super) stats: ThreadStats,
     pub(super) interval: Histogram<u64>,
     pub(super) interval_responses: u64,
@@ -108,12 +109,41 @@ pub(super) struct Loop<'a, T: Transport> {
 }
 
 impl<T: Transport> Worker<T> {
+    /// Slot `i`'s connection state, before its first connect, with a read buffer of
+    /// `buf` bytes (none in the io_uring loop, whose buffers are the kernel's pick).
+    pub(super) fn new_conn<S>(&self, i: usize, buf: usize) -> Conn<S> {
+        let n = self.connections.max(1) as u32;
+        Conn {
+            transport: None,
+            phase: Phase::Retry,
+            parser: ResponseParser::new(self.request.head),
+            buf: vec![0u8; buf].into_boxed_slice(),
+            pending: 0,
+            written: 0,
+            last: false,
+            sent: 0,
+            permit: false,
+            drained: true,
+            hup: false,
+            since: self.start,
+            intended: self.start,
+            h2: None,
+            tcp_up: false,
+            tcp_at: self.start,
+            got_first: false,
+            first_at: self.start,
+            // Staggered so the connections' requests interleave evenly.
+            due: self.start + self.pace.map_or(Duration::ZERO, |p| p * i as u32 / n),
+            idx: i,
+        }
+    }
+
     /// Runs the load until the deadline, the budget or the stop flag ends it.
     pub fn run(self) -> io::Result<ThreadStats> {
         let max_latency = self.timeout * 2 + Duration::from_secs(1);
         let mut lp = Loop {
             w: &self,
-            poll: Poll::new()?,
+            poll: Some(Poll::new()?),
             stats: ThreadStats::new(max_latency),
             interval: latency_histogram(max_latency),
             interval_responses: 0,
@@ -122,31 +152,8 @@ impl<T: Transport> Worker<T> {
             live: self.connections,
             paced: BinaryHeap::new(),
         };
-        let n = self.connections.max(1) as u32;
         let mut conns: Vec<Conn<T>> = (0..self.connections)
-            .map(|i| Conn {
-                transport: None,
-                phase: Phase::Retry,
-                parser: ResponseParser::new(self.request.head),
-                buf: vec![0u8; self.read_buffer].into_boxed_slice(),
-                pending: 0,
-                written: 0,
-                last: false,
-                sent: 0,
-                permit: false,
-                drained: true,
-                hup: false,
-                since: self.start,
-                intended: self.start,
-                // Staggered so the connections' requests interleave evenly.
-                h2: None,
-                tcp_up: false,
-                tcp_at: self.start,
-                got_first: false,
-                first_at: self.start,
-                due: self.start + self.pace.map_or(Duration::ZERO, |p| p * i as u32 / n),
-                idx: i,
-            })
+            .map(|i| self.new_conn(i, self.read_buffer))
             .collect();
         let now = Instant::now();
         for (i, c) in conns.iter_mut().enumerate() {
@@ -157,7 +164,7 @@ impl<T: Transport> Worker<T> {
         // to 1 ms late and that lateness would count as latency. A timerfd wakes the
         // loop at the due time to the microsecond.
         let timer = match self.pace {
-            Some(_) => Some(PaceTimer::new(&lp.poll, Token(TIMER))?),
+            Some(_) => Some(PaceTimer::new(lp.epoll(), Token(TIMER))?),
             None => None,
         };
         let mut armed: Option<Instant> = None;
@@ -183,6 +190,8 @@ impl<T: Transport> Worker<T> {
             }
             match lp
                 .poll
+                .as_mut()
+                .expect("the epoll loop has a poller")
                 .poll(&mut events, Some(wake.saturating_duration_since(now)))
             {
                 Ok(()) => {}
@@ -238,17 +247,7 @@ impl<T: Transport> Worker<T> {
             }
         }
         // Requests on the wire when time ran out: accounted, neither response nor error.
-        lp.stats.in_flight = conns
-            .iter()
-            .map(|c| match c.phase {
-                Phase::Reading => 1,
-                Phase::Writing if c.written > 0 => 1,
-                Phase::H2 => c.h2.as_ref().map_or(0, |h| h.streams.len() as u64),
-                _ => 0,
-            })
-            .sum();
-        lp.tick(second_of(self.start, next_tick), true);
-        Ok(lp.stats)
+        Ok(lp.end(&conns, next_tick))
     }
 }
 
@@ -256,34 +255,24 @@ impl<T: Transport> Worker<T> {
 const TIMER: usize = usize::MAX;
 
 /// The second in which the interval ending at `tick_end` began.
-fn second_of(start: Instant, tick_end: Instant) -> u64 {
+pub(super) fn second_of(start: Instant, tick_end: Instant) -> u64 {
     (tick_end.saturating_duration_since(start).as_secs()).saturating_sub(1)
 }
 
 impl<T: Transport> Loop<'_, T> {
+    fn epoll(&self) -> &Poll {
+        self.poll.as_ref().expect("the epoll loop has a poller")
+    }
+
     /// Opens a new connection on slot `i`, claiming a budget unit first so no connection
     /// is opened that could never send a request.
     fn open(&mut self, c: &mut Conn<T>, i: usize, now: Instant) {
-        c.transport = None;
-        c.parser.reset();
-        c.pending = 0;
-        c.sent = 0;
-        c.drained = true;
-        c.hup = false;
-        c.tcp_up = false;
-        // Requests an HTTP/2 GOAWAY left unprocessed hold their units already.
-        let held = c.h2.as_ref().is_some_and(|h| h.permits > 0);
-        if !c.permit && !held {
-            if !self.w.budget.claim() {
-                self.finish(c);
-                return;
-            }
-            c.permit = true;
+        if !self.begin_open(c, now) {
+            return;
         }
-        c.since = now;
         match T::connect(self.w.addr, &self.w.transport) {
             Ok(mut t) => {
-                if let Err(e) = self.poll.registry().register(
+                if let Err(e) = self.epoll().registry().register(
                     t.socket(),
                     Token(i),
                     Interest::READABLE | Interest::WRITABLE,
@@ -296,59 +285,6 @@ impl<T: Transport> Loop<'_, T> {
             }
             Err(e) => self.connect_failed(c, &e, now),
         }
-    }
-
-    pub(super) fn finish(&mut self, c: &mut Conn<T>) {
-        c.transport = None;
-        if c.phase != Phase::Done {
-            c.phase = Phase::Done;
-            self.live -= 1;
-        }
-    }
-
-    /// A connect failed: the request it was opened for is spent as a connect error, and
-    /// the slot retries after a pause.
-    pub(super) fn connect_failed(&mut self, c: &mut Conn<T>, e: &io::Error, now: Instant) {
-        c.transport = None;
-        c.permit = false;
-        self.stats.connect_error(e.raw_os_error().unwrap_or(0));
-        self.interval_errors += 1;
-        c.phase = Phase::Retry;
-        c.since = now;
-    }
-
-    /// A request in flight failed: count it, drop the connection, open another.
-    pub(super) fn request_failed(&mut self, kind: ErrorKind) -> Next {
-        self.stats.errors[kind as usize] += 1;
-        self.interval_errors += 1;
-        Next::Reopen
-    }
-
-    /// Begins the next request on an established connection, if the budget allows.
-    /// In open loop, a request not yet due parks the connection in `Paced` (still `true`:
-    /// the connection lives on).
-    pub(super) fn start_request(&mut self, c: &mut Conn<T>, now: Instant) -> bool {
-        if self.w.pace.is_some() && c.due > now {
-            c.phase = Phase::Paced;
-            self.paced.push(Reverse((c.due, c.idx)));
-            return true;
-        }
-        if !c.permit && !self.w.budget.claim() {
-            return false;
-        }
-        c.permit = false;
-        c.sent += 1;
-        c.last = self.w.connreqs.is_some_and(|n| c.sent >= n);
-        c.written = 0;
-        c.got_first = false;
-        c.since = now;
-        c.intended = now;
-        if let Some(pace) = self.w.pace {
-            c.intended = c.due;
-            c.due += pace;
-        }
-        c.phase = Phase::Writing;
-        true
     }
 
     /// A paced connection's request is due: send it.
@@ -375,36 +311,172 @@ impl<T: Transport> Loop<'_, T> {
 
     /// Time-based checks for one connection: request/connect timeouts and retries.
     fn sweep(&mut self, c: &mut Conn<T>, i: usize, now: Instant) {
-        let age = now.saturating_duration_since(c.since);
-        match c.phase {
-            Phase::Retry if age >= RETRY_AFTER => self.open(c, i, now),
-            Phase::Connecting if age >= self.w.timeout => {
+        match self.overdue(c, now) {
+            Overdue::No => {}
+            Overdue::Retry | Overdue::Drain => self.open(c, i, now),
+            Overdue::Connect => {
                 let e = io::Error::from_raw_os_error(libc::ETIMEDOUT);
                 self.connect_failed(c, &e, now);
                 self.open(c, i, now);
             }
-            Phase::Writing | Phase::Reading if age >= self.w.timeout => {
+            Overdue::Request => {
                 self.request_failed(ErrorKind::Timeout);
                 self.open(c, i, now);
             }
-            Phase::Draining if age >= self.w.timeout => self.open(c, i, now),
+            Overdue::H2 => {
+                self.h2_fail(c, ErrorKind::Timeout);
+                self.open(c, i, now);
+            }
+        }
+    }
+}
+
+/// What time asks of a connection (`Loop::overdue`).
+pub(super) enum Overdue {
+    No,
+    /// A failed connect has waited long enough: open again.
+    Retry,
+    /// The connect (or TLS handshake) timed out.
+    Connect,
+    /// The request in flight timed out.
+    Request,
+    /// The server did not close after the last response in time: open anyway.
+    Drain,
+    /// An HTTP/2 connection's oldest stream (or its set-up) timed out.
+    H2,
+}
+
+/// The bookkeeping both loops share (epoll here, io_uring in `uring/`): the budget,
+/// requests begun and recorded, failures counted, the timeline's ticks. Generic over the
+/// connection's socket type `S`, which none of it touches.
+impl<T: Transport> Loop<'_, T> {
+    /// Resets slot `c` for a new connection and claims the budget unit of its first
+    /// request; `false` (and the slot is `Done`) when the budget is spent, so no
+    /// connection is opened that could never send a request.
+    pub(super) fn begin_open<S>(&mut self, c: &mut Conn<S>, now: Instant) -> bool {
+        c.transport = None;
+        c.parser.reset();
+        c.pending = 0;
+        c.sent = 0;
+        c.drained = true;
+        c.hup = false;
+        c.tcp_up = false;
+        // Requests an HTTP/2 GOAWAY left unprocessed hold their units already.
+        let held = c.h2.as_ref().is_some_and(|h| h.permits > 0);
+        if !c.permit && !held {
+            if !self.w.budget.claim() {
+                self.finish(c);
+                return false;
+            }
+            c.permit = true;
+        }
+        c.since = now;
+        true
+    }
+
+    pub(super) fn finish<S>(&mut self, c: &mut Conn<S>) {
+        c.transport = None;
+        if c.phase != Phase::Done {
+            c.phase = Phase::Done;
+            self.live -= 1;
+        }
+    }
+
+    /// A connect failed: the request it was opened for is spent as a connect error, and
+    /// the slot retries after a pause.
+    pub(super) fn connect_failed<S>(&mut self, c: &mut Conn<S>, e: &io::Error, now: Instant) {
+        c.transport = None;
+        c.permit = false;
+        self.stats.connect_error(e.raw_os_error().unwrap_or(0));
+        self.interval_errors += 1;
+        c.phase = Phase::Retry;
+        c.since = now;
+    }
+
+    /// A request in flight failed: count it, drop the connection, open another.
+    pub(super) fn request_failed(&mut self, kind: ErrorKind) -> Next {
+        self.stats.errors[kind as usize] += 1;
+        self.interval_errors += 1;
+        Next::Reopen
+    }
+
+    /// Connection set-up is done: count it and time it.
+    pub(super) fn count_established<S>(&mut self, c: &Conn<S>, now: Instant) {
+        self.stats.connections += 1;
+        let us = us_between(c.since, now).max(1);
+        self.stats.connect_time.saturating_record(us);
+    }
+
+    /// Begins the next request on an established connection, if the budget allows.
+    /// In open loop, a request not yet due parks the connection in `Paced` (still `true`:
+    /// the connection lives on).
+    pub(super) fn start_request<S>(&mut self, c: &mut Conn<S>, now: Instant) -> bool {
+        if self.w.pace.is_some() && c.due > now {
+            c.phase = Phase::Paced;
+            self.paced.push(Reverse((c.due, c.idx)));
+            return true;
+        }
+        if !c.permit && !self.w.budget.claim() {
+            return false;
+        }
+        c.permit = false;
+        c.sent += 1;
+        c.last = self.w.connreqs.is_some_and(|n| c.sent >= n);
+        c.written = 0;
+        c.got_first = false;
+        c.since = now;
+        c.intended = now;
+        if let Some(pace) = self.w.pace {
+            c.intended = c.due;
+            c.due += pace;
+        }
+        c.phase = Phase::Writing;
+        true
+    }
+
+    /// What time asks of connection `c` now (timeouts, retries).
+    pub(super) fn overdue<S>(&self, c: &Conn<S>, now: Instant) -> Overdue {
+        let age = now.saturating_duration_since(c.since);
+        let timeout = self.w.timeout;
+        match c.phase {
+            Phase::Retry if age >= RETRY_AFTER => Overdue::Retry,
+            Phase::Connecting if age >= timeout => Overdue::Connect,
+            Phase::Writing | Phase::Reading if age >= timeout => Overdue::Request,
+            Phase::Draining if age >= timeout => Overdue::Drain,
             Phase::H2 => {
                 // The oldest stream in flight sets the timeout; with none in flight, the
                 // time since the connection last made progress.
                 let oldest =
                     c.h2.as_ref()
                         .and_then(|h| h.streams.iter().map(|s| s.since).min());
-                if now.saturating_duration_since(oldest.unwrap_or(c.since)) >= self.w.timeout {
-                    self.h2_fail(c, ErrorKind::Timeout);
-                    self.open(c, i, now);
+                if now.saturating_duration_since(oldest.unwrap_or(c.since)) >= timeout {
+                    Overdue::H2
+                } else {
+                    Overdue::No
                 }
             }
-            _ => {}
+            _ => Overdue::No,
         }
     }
 
+    /// The run is over: requests on the wire when time ran out are accounted (neither
+    /// response nor error), the last interval is reported, the totals returned.
+    pub(super) fn end<S>(mut self, conns: &[Conn<S>], next_tick: Instant) -> ThreadStats {
+        self.stats.in_flight = conns
+            .iter()
+            .map(|c| match c.phase {
+                Phase::Reading => 1,
+                Phase::Writing if c.written > 0 => 1,
+                Phase::H2 => c.h2.as_ref().map_or(0, |h| h.streams.len() as u64),
+                _ => 0,
+            })
+            .sum();
+        self.tick(second_of(self.w.start, next_tick), true);
+        self.stats
+    }
+
     /// Reports the interval that began in `second` (counted from the start of the load).
-    fn tick(&mut self, second: u64, last: bool) {
+    pub(super) fn tick(&mut self, second: u64, last: bool) {
         let fresh = match self.w.spares.try_recv() {
             Ok(h) => h,
             Err(_) => Histogram::new_from(&self.interval),

@@ -53,6 +53,13 @@ pub struct LoadResults {
     /// The protocol the requests were sent with: `http/1.1` or `h2`.
     #[serde(default = "http1")]
     pub protocol: String,
+    /// The workers' socket I/O: `io_uring` or `epoll`.
+    #[serde(default = "epoll")]
+    pub io: String,
+    /// Why epoll was used where io_uring was asked for or is the default (the kernel
+    /// refused the ring, or the run needs TLS or HTTP/2, which only epoll drives).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub io_note: Option<String>,
     /// HTTP/2: requests in flight per connection (1 for HTTP/1.1).
     #[serde(default = "one")]
     pub streams_per_connection: u32,
@@ -102,6 +109,10 @@ pub struct Phases {
 
 fn http1() -> String {
     "http/1.1".into()
+}
+
+fn epoll() -> String {
+    "epoll".into()
 }
 
 fn one() -> u32 {

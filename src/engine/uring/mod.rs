@@ -1,0 +1,687 @@
+//! One worker thread over io_uring (plain-text HTTP/1.1; TLS and HTTP/2 stay on epoll).
+//!
+//! What makes it cheaper than the epoll loop, per loop iteration and per response:
+//! - one `io_uring_enter` per iteration submits every send, connect and close queued by the
+//!   previous batch and waits for the next completions (epoll costs a `read` and a
+//!   `write` per response plus `epoll_wait`);
+//! - a multishot receive is armed once per connection and fills buffers the kernel picks
+//!   from a provided-buffer ring (`bufring.rs`): no read buffer per connection, so memory
+//!   follows the bytes in flight, not the connection count;
+//! - sends go straight from the prebuilt request bytes with `MSG_WAITALL` and post no
+//!   completion unless they fail;
+//! - with `--connreqs`, connect and close go through the ring too (after a `socket()`).
+//!
+//! The bookkeeping (budget, timing, counting, timeline) is the epoll loop's own
+//! (`worker.rs`, `h1.rs`), shared through `Loop`. A stale completion (its connection
+//! was replaced since) is recognised by the slot's generation in its user data.
+
+mod bufring;
+
+use std::io;
+use std::net::SocketAddr;
+use std::os::fd::RawFd;
+use std::sync::atomic::Ordering;
+use std::time::{Duration, Instant};
+
+use io_uring::{cqueue, opcode, squeue, types, IoUring};
+
+use super::conn::{Conn, Next, Phase};
+use super::stats::{latency_histogram, us_between, ErrorKind, ThreadStats};
+use super::transport::Plain;
+use super::worker::{Loop, Overdue, Worker, SWEEP, TICK};
+use bufring::BufRing;
+
+const CONNECT: u8 = 1;
+const RECV: u8 = 2;
+const SEND: u8 = 3;
+/// Completions nobody waits for (a failed cancel or close).
+const IGNORED: u64 = u64::MAX;
+/// The final cancellation of everything in flight.
+const QUIESCE: u64 = u64::MAX - 1;
+/// Receive buffers: large enough that a loopback segment (up to 64 KiB) fills one.
+const BUFFER: usize = 64 * 1024;
+/// How long the end of the run waits for the kernel to hand back every buffer.
+const QUIESCE_WAIT: Duration = Duration::from_secs(1);
+
+fn user_data(slot: usize, gen: u32, op: u8) -> u64 {
+    ((slot as u64) << 32) | (((gen & 0xFF_FFFF) as u64) << 8) | op as u64
+}
+
+/// Why io_uring cannot drive this run's connections here, or `Ok` when it can.
+/// `LOADLENS_NO_IO_URING=1` simulates a kernel that refuses the ring.
+pub fn probe() -> Result<(), String> {
+    if std::env::var_os("LOADLENS_NO_IO_URING").is_some_and(|v| v != "0") {
+        return Err("disabled by LOADLENS_NO_IO_URING".into());
+    }
+    let ring = build(8, 16).map_err(|e| match e.raw_os_error() {
+        Some(libc::EPERM) | Some(libc::EACCES) => {
+            "the kernel refuses it (kernel.io_uring_disabled, or a seccomp filter)".to_string()
+        }
+        Some(libc::ENOSYS) => "this kernel has no io_uring".to_string(),
+        _ => format!("cannot create a ring: {e}"),
+    })?;
+    let mut ops = io_uring::Probe::new();
+    ring.submitter()
+        .register_probe(&mut ops)
+        .map_err(|e| format!("cannot probe its operations: {e}"))?;
+    for (code, name) in [
+        (opcode::Connect::CODE, "connect"),
+        (opcode::Recv::CODE, "recv"),
+        (opcode::Send::CODE, "send"),
+        (opcode::Close::CODE, "close"),
+        (opcode::AsyncCancel::CODE, "cancel"),
+    ] {
+        if !ops.is_supported(code) {
+            return Err(format!("this kernel's io_uring has no {name}"));
+        }
+    }
+    if !kernel_at_least(6, 0) {
+        return Err("multishot receive needs Linux 6.0".into());
+    }
+    BufRing::new(&ring.submitter(), 1, 4096, 0)
+        .map(drop)
+        .map_err(|e| format!("no provided-buffer rings: {e}"))
+}
+
+fn kernel_at_least(major: u32, minor: u32) -> bool {
+    let Ok(release) = std::fs::read_to_string("/proc/sys/kernel/osrelease") else {
+        return false;
+    };
+    let mut parts = release.trim().split(['.', '-']);
+    let mut next = || {
+        parts
+            .next()
+            .and_then(|p| p.parse::<u32>().ok())
+            .unwrap_or(0)
+    };
+    (next(), next()) >= (major, minor)
+}
+
+/// A ring for one thread: completions run in that thread only when it enters the ring
+/// (Linux ≥ 6.1), which saves the interrupts of task work; plain where that is refused.
+fn build(entries: u32, cq: u32) -> io::Result<IoUring> {
+    IoUring::builder()
+        .setup_single_issuer()
+        .setup_defer_taskrun()
+        .setup_submit_all()
+        .setup_cqsize(cq)
+        .build(entries)
+        .or_else(|_| IoUring::builder().setup_cqsize(cq).build(entries))
+}
+
+/// The io_uring side of one connection slot.
+#[derive(Default)]
+struct Slot {
+    /// The socket, while the connection is open.
+    fd: Option<RawFd>,
+    /// Bumped when the socket is closed, so its late completions are ignored.
+    gen: u32,
+    /// A multishot receive is armed on the socket.
+    recv: bool,
+    /// Bytes of an incomplete head or chunk line carried to the next completion.
+    carry: Vec<u8>,
+}
+
+struct Uring<'a> {
+    lp: Loop<'a, Plain>,
+    conns: Vec<Conn<()>>,
+    slots: Vec<Slot>,
+    ring: IoUring,
+    bufs: BufRing,
+    /// Multishot receives whose final completion has not come (the kernel may still
+    /// write into the buffers).
+    armed: usize,
+    addr: Box<libc::sockaddr_storage>,
+    addr_len: libc::socklen_t,
+    domain: i32,
+    /// Requests longer than a segment are sent with Nagle off (a short request leaves in
+    /// one segment anyway, and the option costs a system call per connection).
+    nodelay: bool,
+    /// A head or line longer than this is a parse error, as in the epoll loop.
+    max_carry: usize,
+}
+
+/// Runs the load until the deadline, the budget or the stop flag ends it.
+pub fn run(w: &Worker<Plain>) -> io::Result<ThreadStats> {
+    let n = w.connections.max(1);
+    let entries = (2 * n).next_power_of_two().clamp(64, 4096) as u32;
+    let ring = build(entries, entries * 4)?;
+    let count = n.next_power_of_two().clamp(16, 256) as u16;
+    let bufs = BufRing::new(&ring.submitter(), count, BUFFER, 0)?;
+    let (addr, addr_len) = sockaddr(w.addr);
+    let max_latency = w.timeout * 2 + Duration::from_secs(1);
+    let mut u = Uring {
+        lp: Loop {
+            w,
+            poll: None,
+            stats: ThreadStats::new(max_latency),
+            interval: latency_histogram(max_latency),
+            interval_responses: 0,
+            interval_errors: 0,
+            interval_bytes: 0,
+            live: w.connections,
+            paced: Default::default(),
+        },
+        conns: (0..w.connections).map(|i| w.new_conn(i, 0)).collect(),
+        slots: (0..w.connections).map(|_| Slot::default()).collect(),
+        ring,
+        bufs,
+        armed: 0,
+        addr,
+        addr_len,
+        domain: if w.addr.is_ipv4() {
+            libc::AF_INET
+        } else {
+            libc::AF_INET6
+        },
+        nodelay: w.request.keep.len().max(w.request.last.len()) > 1400,
+        max_carry: w.read_buffer,
+    };
+    let now = Instant::now();
+    for i in 0..u.conns.len() {
+        u.open(i, now);
+    }
+    let next_tick = u.run_loop()?;
+    let quiet = u.quiesce();
+    let Uring {
+        lp,
+        conns,
+        ring,
+        bufs,
+        ..
+    } = u;
+    drop(ring);
+    if !quiet {
+        // The kernel may still write into them: leaked, never freed under it.
+        std::mem::forget(bufs);
+    }
+    Ok(lp.end(&conns, next_tick))
+}
+
+/// `addr` as the kernel's socket address, boxed so its place is stable while a connect
+/// refers to it.
+fn sockaddr(addr: SocketAddr) -> (Box<libc::sockaddr_storage>, libc::socklen_t) {
+    // SAFETY: sockaddr_storage is plain data, valid when zeroed, and large and aligned
+    // enough for both address families written into it below.
+    let mut storage: Box<libc::sockaddr_storage> = Box::new(unsafe { std::mem::zeroed() });
+    let len = match addr {
+        SocketAddr::V4(a) => {
+            let sin = libc::sockaddr_in {
+                sin_family: libc::AF_INET as libc::sa_family_t,
+                sin_port: a.port().to_be(),
+                sin_addr: libc::in_addr {
+                    s_addr: u32::from_ne_bytes(a.ip().octets()),
+                },
+                sin_zero: [0; 8],
+            };
+            // SAFETY: see above.
+            unsafe { std::ptr::write((&mut *storage as *mut libc::sockaddr_storage).cast(), sin) };
+            std::mem::size_of::<libc::sockaddr_in>()
+        }
+        SocketAddr::V6(a) => {
+            let sin6 = libc::sockaddr_in6 {
+                sin6_family: libc::AF_INET6 as libc::sa_family_t,
+                sin6_port: a.port().to_be(),
+                sin6_flowinfo: a.flowinfo().to_be(),
+                sin6_addr: libc::in6_addr {
+                    s6_addr: a.ip().octets(),
+                },
+                sin6_scope_id: a.scope_id(),
+            };
+            // SAFETY: see above.
+            unsafe { std::ptr::write((&mut *storage as *mut libc::sockaddr_storage).cast(), sin6) };
+            std::mem::size_of::<libc::sockaddr_in6>()
+        }
+    };
+    (storage, len as libc::socklen_t)
+}
+
+impl Uring<'_> {
+    fn run_loop(&mut self) -> io::Result<Instant> {
+        let w = self.lp.w;
+        let mut cqes: Vec<(u64, i32, u32)> = Vec::with_capacity(1024);
+        let mut next_sweep = Instant::now() + SWEEP;
+        let mut next_tick = w.start + TICK;
+        loop {
+            let now = Instant::now();
+            if self.lp.live == 0 || w.stop.load(Ordering::Relaxed) {
+                break;
+            }
+            if w.deadline.is_some_and(|d| now >= d) {
+                break;
+            }
+            let mut wake = next_sweep.min(next_tick);
+            if let Some(std::cmp::Reverse((due, _))) = self.lp.paced.peek() {
+                wake = wake.min(*due);
+            }
+            if let Some(d) = w.deadline {
+                wake = wake.min(d);
+            }
+            // The one system call of the iteration: submit, then wait for a completion
+            // or the next timer (nanosecond resolution: a paced request leaves on time).
+            let ts = types::Timespec::from(wake.saturating_duration_since(now));
+            let args = types::SubmitArgs::new().timespec(&ts);
+            match self.ring.submitter().submit_with_args(1, &args) {
+                Ok(_) => {}
+                Err(e)
+                    if matches!(
+                        e.raw_os_error(),
+                        Some(libc::ETIME) | Some(libc::EINTR) | Some(libc::EBUSY)
+                    ) => {}
+                Err(e) => return Err(e),
+            }
+            cqes.extend(
+                self.ring
+                    .completion()
+                    .map(|c| (c.user_data(), c.result(), c.flags())),
+            );
+            for &(ud, res, flags) in &cqes {
+                self.complete(ud, res, flags);
+            }
+            cqes.clear();
+            self.bufs.publish();
+            w.live
+                .responses
+                .store(self.lp.stats.responses, Ordering::Relaxed);
+            w.live
+                .errors
+                .store(self.lp.stats.error_total(), Ordering::Relaxed);
+            let now = Instant::now();
+            while let Some(&std::cmp::Reverse((due, i))) = self.lp.paced.peek() {
+                if due > now {
+                    break;
+                }
+                self.lp.paced.pop();
+                let c = &mut self.conns[i];
+                if c.phase == Phase::Paced && c.due == due {
+                    if !self.lp.start_request(c, now) {
+                        self.lp.finish(c);
+                    }
+                    self.settle(i);
+                }
+            }
+            if now >= next_sweep {
+                for i in 0..self.conns.len() {
+                    self.sweep(i, now);
+                }
+                next_sweep = now + SWEEP;
+            }
+            if now >= next_tick {
+                self.lp
+                    .tick(super::worker::second_of(w.start, next_tick), false);
+                while next_tick <= now {
+                    next_tick += TICK;
+                }
+            }
+        }
+        Ok(next_tick)
+    }
+
+    /// Queues one submission, making room by submitting what is queued when full.
+    fn push(&mut self, sqe: squeue::Entry) {
+        loop {
+            // SAFETY: every pointer in our entries (request bytes, the address) outlives
+            // the operation: both live as long as the worker, which outlives the ring.
+            if unsafe { self.ring.submission().push(&sqe) }.is_ok() {
+                return;
+            }
+            if self.ring.submit().is_err() {
+                // Nothing could be submitted; let the kernel drain completions first.
+                let _ = self.ring.submit_and_wait(1);
+            }
+        }
+    }
+
+    /// Opens a new connection on slot `i` (socket now, connect through the ring).
+    fn open(&mut self, i: usize, now: Instant) {
+        debug_assert!(self.slots[i].fd.is_none());
+        let c = &mut self.conns[i];
+        if !self.lp.begin_open(c, now) {
+            return;
+        }
+        // SAFETY: plain system calls on a descriptor we own.
+        let fd = unsafe { libc::socket(self.domain, libc::SOCK_STREAM | libc::SOCK_CLOEXEC, 0) };
+        if fd < 0 {
+            self.lp.connect_failed(c, &io::Error::last_os_error(), now);
+            return;
+        }
+        if self.nodelay {
+            let one: libc::c_int = 1;
+            // SAFETY: as above; `one` outlives the call.
+            unsafe {
+                libc::setsockopt(
+                    fd,
+                    libc::IPPROTO_TCP,
+                    libc::TCP_NODELAY,
+                    (&one as *const libc::c_int).cast(),
+                    std::mem::size_of::<libc::c_int>() as libc::socklen_t,
+                )
+            };
+        }
+        c.phase = Phase::Connecting;
+        let slot = &mut self.slots[i];
+        slot.fd = Some(fd);
+        let ud = user_data(i, slot.gen, CONNECT);
+        let addr = (&*self.addr as *const libc::sockaddr_storage).cast();
+        let sqe = opcode::Connect::new(types::Fd(fd), addr, self.addr_len)
+            .build()
+            .user_data(ud);
+        self.push(sqe);
+    }
+
+    /// Closes slot `i`'s socket through the ring: its operations in flight are
+    /// cancelled first, and their completions will be stale.
+    fn close(&mut self, i: usize) {
+        let slot = &mut self.slots[i];
+        let Some(fd) = slot.fd.take() else {
+            return;
+        };
+        slot.gen = slot.gen.wrapping_add(1);
+        slot.recv = false;
+        slot.carry.clear();
+        let cancel = opcode::AsyncCancel2::new(types::CancelBuilder::fd(types::Fd(fd)).all())
+            .build()
+            .flags(squeue::Flags::IO_HARDLINK | squeue::Flags::SKIP_SUCCESS)
+            .user_data(IGNORED);
+        let close = opcode::Close::new(types::Fd(fd))
+            .build()
+            .flags(squeue::Flags::SKIP_SUCCESS)
+            .user_data(IGNORED);
+        self.push(cancel);
+        self.push(close);
+    }
+
+    fn reopen(&mut self, i: usize, now: Instant) {
+        self.close(i);
+        self.open(i, now);
+    }
+
+    /// Applies what the connection's phase asks for after an event: send the request
+    /// just begun, or close a connection that is done or must retry.
+    fn settle(&mut self, i: usize) {
+        match self.conns[i].phase {
+            Phase::Writing => self.send(i),
+            Phase::Done | Phase::Retry => self.close(i),
+            _ => {}
+        }
+    }
+
+    fn apply(&mut self, i: usize, next: Next, now: Instant) {
+        match next {
+            Next::Wait => self.settle(i),
+            Next::Reopen => self.reopen(i, now),
+            Next::Retry => {
+                self.close(i);
+                let c = &mut self.conns[i];
+                c.phase = Phase::Retry;
+                c.since = now;
+            }
+        }
+    }
+
+    fn arm_recv(&mut self, i: usize) {
+        let slot = &mut self.slots[i];
+        let Some(fd) = slot.fd else {
+            return;
+        };
+        if slot.recv {
+            return;
+        }
+        slot.recv = true;
+        self.armed += 1;
+        let sqe = opcode::RecvMulti::new(types::Fd(fd), self.bufs.group())
+            .build()
+            .user_data(user_data(i, slot.gen, RECV));
+        self.push(sqe);
+    }
+
+    fn send(&mut self, i: usize) {
+        let Some(fd) = self.slots[i].fd else {
+            return;
+        };
+        let c = &mut self.conns[i];
+        let req = if c.last {
+            &self.lp.w.request.last
+        } else {
+            &self.lp.w.request.keep
+        };
+        let sqe = opcode::Send::new(types::Fd(fd), req.as_ptr(), req.len() as u32)
+            .flags(libc::MSG_WAITALL | libc::MSG_NOSIGNAL)
+            .build()
+            .flags(squeue::Flags::SKIP_SUCCESS)
+            .user_data(user_data(i, self.slots[i].gen, SEND));
+        c.written = req.len();
+        c.phase = Phase::Reading;
+        self.push(sqe);
+        self.arm_recv(i);
+    }
+
+    /// One completion.
+    fn complete(&mut self, ud: u64, res: i32, flags: u32) {
+        if ud == IGNORED || ud == QUIESCE {
+            return;
+        }
+        let (i, gen, op) = ((ud >> 32) as usize, (ud >> 8) as u32 & 0xFF_FFFF, ud as u8);
+        let bid = cqueue::buffer_select(flags);
+        if op == RECV && !cqueue::more(flags) {
+            self.armed -= 1;
+        }
+        let slot = &mut self.slots[i];
+        let current = slot.fd.is_some() && slot.gen & 0xFF_FFFF == gen;
+        if current {
+            let now = Instant::now();
+            match op {
+                CONNECT => self.connected(i, res, now),
+                RECV => {
+                    if !cqueue::more(flags) {
+                        slot.recv = false;
+                    }
+                    let next = match (res, bid) {
+                        (n, Some(bid)) if n > 0 => self.received(i, bid, n as usize, now),
+                        (0, _) => self.eof(i, now),
+                        (e, _) if e == -libc::ENOBUFS => Next::Wait,
+                        (e, _) => self.read_error(i, -e, now),
+                    };
+                    self.apply(i, next, now);
+                    // A receive that ended (buffers ran out, or the kernel stopped it)
+                    // is armed again while the connection still expects bytes.
+                    if res != 0
+                        && matches!(
+                            self.conns[i].phase,
+                            Phase::Reading | Phase::Draining | Phase::Paced
+                        )
+                    {
+                        self.arm_recv(i);
+                    }
+                }
+                SEND if res < 0 => {
+                    let next = self.lp.request_failed(ErrorKind::Write);
+                    self.apply(i, next, now);
+                }
+                _ => {}
+            }
+        }
+        if let Some(bid) = bid {
+            self.bufs.recycle(bid);
+        }
+    }
+
+    fn connected(&mut self, i: usize, res: i32, now: Instant) {
+        let c = &mut self.conns[i];
+        if res < 0 {
+            self.lp
+                .connect_failed(c, &io::Error::from_raw_os_error(-res), now);
+            self.close(i);
+            return;
+        }
+        c.tcp_up = true;
+        c.tcp_at = now;
+        let us = us_between(c.since, now).max(1);
+        self.lp.stats.phases.tcp_connect.saturating_record(us);
+        self.lp.count_established(c, now);
+        if !self.lp.start_request(c, now) {
+            self.lp.finish(c);
+        }
+        self.settle(i);
+        if self.conns[i].phase == Phase::Paced {
+            self.arm_recv(i);
+        }
+    }
+
+    /// `n` bytes of the connection's stream arrived in buffer `bid`.
+    fn received(&mut self, i: usize, bid: u16, n: usize, now: Instant) -> Next {
+        let c = &mut self.conns[i];
+        match c.phase {
+            Phase::Reading => {}
+            // Bytes after the last response are ignored; we only wait for the FIN.
+            Phase::Draining => return Next::Wait,
+            // Bytes nobody asked for, between requests: the server's protocol error.
+            _ => {
+                self.lp.stats.unsolicited += 1;
+                return if c.phase == Phase::Done {
+                    Next::Wait
+                } else {
+                    Next::Reopen
+                };
+            }
+        }
+        let lp = &mut self.lp;
+        lp.stats.bytes_read += n as u64;
+        lp.interval_bytes += n as u64;
+        if !c.got_first {
+            c.got_first = true;
+            c.first_at = now;
+            lp.stats
+                .phases
+                .ttfb
+                .saturating_record(us_between(c.since, now).max(1));
+        }
+        let data = self.bufs.get(bid, n);
+        let carry = &mut self.slots[i].carry;
+        let carried = !carry.is_empty();
+        if carried {
+            carry.extend_from_slice(data);
+        }
+        let input: &[u8] = if carried { carry } else { data };
+        let fed = match c.parser.feed(input) {
+            Ok(fed) => fed,
+            Err(_) => return lp.request_failed(ErrorKind::Parse),
+        };
+        let left = input.len() - fed.consumed;
+        match fed.complete {
+            Some(done) => {
+                carry.clear();
+                c.pending = 0;
+                if left > 0 {
+                    // Bytes after the response to the only request in flight: the
+                    // response counts, the extra is the server's protocol error.
+                    lp.record(c, &done, now);
+                    lp.stats.unsolicited += 1;
+                    return Next::Reopen;
+                }
+                lp.on_response(c, done, now).unwrap_or(Next::Wait)
+            }
+            None => {
+                if carried {
+                    carry.drain(..fed.consumed);
+                } else {
+                    carry.extend_from_slice(&data[fed.consumed..]);
+                }
+                c.pending = carry.len();
+                if carry.len() >= self.max_carry {
+                    // A head or line larger than the epoll loop's whole buffer.
+                    return lp.request_failed(ErrorKind::Parse);
+                }
+                Next::Wait
+            }
+        }
+    }
+
+    /// The server closed its side.
+    fn eof(&mut self, i: usize, now: Instant) -> Next {
+        let c = &mut self.conns[i];
+        match c.phase {
+            Phase::Reading => self.lp.on_eof(c, now),
+            // Done: nothing more to send; the close follows.
+            Phase::Done => Next::Wait,
+            // Draining: the FIN we waited for. Paced: the server ended keep-alive between
+            // requests; the next one goes on a new connection.
+            _ => Next::Reopen,
+        }
+    }
+
+    fn read_error(&mut self, i: usize, errno: i32, now: Instant) -> Next {
+        let c = &mut self.conns[i];
+        match c.phase {
+            // A reset instead of a FIN before any byte of the response on a reused
+            // connection: the same end of keep-alive as an EOF there.
+            Phase::Reading
+                if errno == libc::ECONNRESET
+                    && c.sent > 1
+                    && c.pending == 0
+                    && c.parser.is_idle() =>
+            {
+                self.lp.on_eof(c, now)
+            }
+            Phase::Reading => self.lp.request_failed(ErrorKind::Read),
+            Phase::Done => Next::Wait,
+            _ => Next::Reopen,
+        }
+    }
+
+    /// Time-based checks for slot `i`: request/connect timeouts and retries.
+    fn sweep(&mut self, i: usize, now: Instant) {
+        let c = &mut self.conns[i];
+        match self.lp.overdue(c, now) {
+            Overdue::No | Overdue::H2 => {}
+            Overdue::Retry | Overdue::Drain => self.reopen(i, now),
+            Overdue::Connect => {
+                let e = io::Error::from_raw_os_error(libc::ETIMEDOUT);
+                self.lp.connect_failed(c, &e, now);
+                self.reopen(i, now);
+            }
+            Overdue::Request => {
+                self.lp.request_failed(ErrorKind::Timeout);
+                self.reopen(i, now);
+            }
+        }
+    }
+
+    /// Ends the run's I/O: every socket closed and everything in flight cancelled, and
+    /// waits (bounded) until the kernel has handed back every receive, so no buffer is
+    /// written after it is unmapped. If the kernel does not answer in time the buffers
+    /// are leaked rather than freed under it.
+    fn quiesce(&mut self) -> bool {
+        for i in 0..self.slots.len() {
+            self.close(i);
+        }
+        let all = opcode::AsyncCancel2::new(types::CancelBuilder::any())
+            .build()
+            .user_data(QUIESCE);
+        self.push(all);
+        let until = Instant::now() + QUIESCE_WAIT;
+        let mut cancelled = false;
+        while !(cancelled && self.armed == 0) {
+            let now = Instant::now();
+            if now >= until {
+                return false;
+            }
+            let ts = types::Timespec::from(until - now);
+            let args = types::SubmitArgs::new().timespec(&ts);
+            let _ = self.ring.submitter().submit_with_args(1, &args);
+            for c in self.ring.completion() {
+                if c.user_data() == QUIESCE {
+                    cancelled = true;
+                }
+                if (c.user_data() as u8) == RECV && !cqueue::more(c.flags()) {
+                    self.armed -= 1;
+                }
+                if let Some(bid) = cqueue::buffer_select(c.flags()) {
+                    self.bufs.recycle(bid);
+                }
+            }
+        }
+        let _ = self.ring.submitter().unregister_buf_ring(self.bufs.group());
+        true
+    }
+}
