@@ -481,6 +481,7 @@ mod tests {
             insecure: false,
             http: HttpVersion::Auto,
             max_concurrent_streams: 1,
+            io: Default::default(),
         }
     }
 

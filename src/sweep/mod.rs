@@ -169,6 +169,7 @@ pub(crate) mod tests {
             insecure: false,
             http: crate::spec::HttpVersion::Auto,
             max_concurrent_streams: 1,
+            io: Default::default(),
             authorization: None,
         }
     }
