@@ -370,6 +370,8 @@ fn results_from(
                 .then(|| LatencySummary::from_histogram(&s.phases.tls_handshake, false)),
             ttfb: LatencySummary::from_histogram(&s.phases.ttfb, false),
             body: LatencySummary::from_histogram(&s.phases.body, false),
+            held: (!s.phases.held.is_empty())
+                .then(|| LatencySummary::from_histogram(&s.phases.held, false)),
         }),
         thread_requests_per_s: Spread::of(per_thread_rates),
         timeline,

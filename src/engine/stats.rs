@@ -78,6 +78,9 @@ pub struct PhaseHistograms {
     /// Body: the response's first byte read to its last, per response (0 when the
     /// whole response came in one read).
     pub body: Histogram<u64>,
+    /// io_uring: the kernel's arrival time of a response's last bytes to the loop
+    /// handling them, per response (completions are gathered into batches).
+    pub held: Histogram<u64>,
 }
 
 impl PhaseHistograms {
@@ -87,6 +90,7 @@ impl PhaseHistograms {
             tls_handshake: latency_histogram(max),
             ttfb: latency_histogram(max),
             body: latency_histogram(max),
+            held: latency_histogram(max),
         }
     }
 
@@ -96,6 +100,7 @@ impl PhaseHistograms {
             (&mut self.tls_handshake, &o.tls_handshake),
             (&mut self.ttfb, &o.ttfb),
             (&mut self.body, &o.body),
+            (&mut self.held, &o.held),
         ] {
             a.add(b).expect("histograms share bounds");
         }

@@ -268,7 +268,8 @@ fn percentile_lines(o: &mut String, l: &LatencySummary) {
 }
 
 /// The compact phase line: p50/p99 of each phase that has values, e.g.
-/// `  Phases p50/p99  dns 3us  connect 41us/180us  tls 1.2ms/3.1ms  ttfb 80us/400us  body 0us/12us`.
+/// `  Phases p50/p99  dns 3us  connect 41us/180us  tls 1.2ms/3.1ms  ttfb 80us/400us  body 0us/12us`
+/// (and `held`, io_uring's batching wait, not part of the others).
 pub fn phase_line(r: &crate::run::LoadResults) -> Option<String> {
     let p = r.phases.as_ref()?;
     let mut line = format!("  Phases p50/p99  dns {}", short_us(p.dns_us));
@@ -278,6 +279,7 @@ pub fn phase_line(r: &crate::run::LoadResults) -> Option<String> {
         ("tls", p.tls_handshake.as_ref()),
         ("ttfb", Some(&p.ttfb)),
         ("body", Some(&p.body)),
+        ("held", p.held.as_ref()),
     ];
     for (name, l) in named {
         let Some(l) = l.filter(|l| l.count > 0) else {

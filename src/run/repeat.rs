@@ -92,6 +92,11 @@ impl Phases {
         if parts.is_empty() {
             return Ok(None);
         }
+        let held = parts.iter().filter_map(|p| p.held.as_ref()).collect::<Vec<_>>();
+        let held = match held.is_empty() {
+            true => None,
+            false => Some(LatencySummary::merged(held.into_iter())?),
+        };
         let tls = if parts.iter().all(|p| p.tls_handshake.is_some()) {
             Some(LatencySummary::merged(
                 parts.iter().filter_map(|p| p.tls_handshake.as_ref()),
@@ -105,6 +110,7 @@ impl Phases {
             tls_handshake: tls,
             ttfb: LatencySummary::merged(parts.iter().map(|p| &p.ttfb))?,
             body: LatencySummary::merged(parts.iter().map(|p| &p.body))?,
+            held,
         }))
     }
 }

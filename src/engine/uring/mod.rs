@@ -83,6 +83,39 @@ pub fn probe() -> Result<(), String> {
         .map_err(|e| format!("no provided-buffer rings: {e}"))
 }
 
+/// The monotonic and the wall clock (ns since the epoch), read together.
+fn clocks() -> (Instant, i128) {
+    let wall = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_nanos() as i128);
+    (Instant::now(), wall)
+}
+
+/// The arrival time in an `SCM_TIMESTAMPNS` control message, in ns since the epoch.
+fn arrival_ns(control: &[u8]) -> Option<i128> {
+    const HDR: usize = std::mem::size_of::<libc::cmsghdr>();
+    let mut rest = control;
+    while rest.len() >= HDR {
+        // SAFETY: at least one header's bytes; read unaligned.
+        let h = unsafe { rest.as_ptr().cast::<libc::cmsghdr>().read_unaligned() };
+        let len = (h.cmsg_len as usize).min(rest.len());
+        if len < HDR {
+            return None;
+        }
+        if h.cmsg_level == libc::SOL_SOCKET
+            && h.cmsg_type == libc::SCM_TIMESTAMPNS
+            && len >= HDR + std::mem::size_of::<libc::timespec>()
+        {
+            // SAFETY: the timespec follows the header, within `len`.
+            let ts = unsafe { rest[HDR..].as_ptr().cast::<libc::timespec>().read_unaligned() };
+            return Some(ts.tv_sec as i128 * 1_000_000_000 + ts.tv_nsec as i128);
+        }
+        let step = (len + 7) & !7;
+        rest = rest.get(step..)?;
+    }
+    None
+}
+
 fn kernel_at_least(major: u32, minor: u32) -> bool {
     let Ok(release) = std::fs::read_to_string("/proc/sys/kernel/osrelease") else {
         return false;
@@ -107,6 +140,14 @@ fn build(entries: u32, cq: u32) -> io::Result<IoUring> {
         .setup_cqsize(cq)
         .build(entries)
         .or_else(|_| IoUring::builder().setup_cqsize(cq).build(entries))
+}
+
+#[repr(C)]
+struct GetEventsArg {
+    sigmask: u64,
+    sigmask_sz: u32,
+    min_wait_usec: u32,
+    ts: u64,
 }
 
 /// The io_uring side of one connection slot.
@@ -139,7 +180,28 @@ struct Uring<'a> {
     nodelay: bool,
     /// A head or line longer than this is a parse error, as in the epoll loop.
     max_carry: usize,
+    /// The receive's message header: no address, room for the arrival timestamp.
+    msghdr: Box<libc::msghdr>,
+    /// Both clocks read together after the last wait, to place the kernel's arrival
+    /// timestamps (wall clock) on the loop's monotonic clock.
+    clock: (Instant, i128),
+    /// Slots whose request was queued in this iteration: it leaves at the next enter,
+    /// and its time is taken then.
+    queued: Vec<usize>,
+    /// Responses per microsecond lately, and when/at what count it was last measured.
+    rate: f64,
+    rate_at: (Instant, u64),
+    /// The arrival time of the receive being handled, from its timestamp.
+    arrived: Option<Instant>,
 }
+
+/// Room for one `SCM_TIMESTAMPNS` control message.
+const CONTROL: usize = 32;
+/// How long, at the recent response rate, the loop lets completions gather before it
+/// wakes (the latency is not affected: it is taken from the kernel's arrival time).
+const HOLD_US: f64 = 300.0;
+/// The most a wait for a batch may last when fewer responses come than expected.
+const HOLD_MAX: Duration = Duration::from_millis(1);
 
 /// Runs the load until the deadline, the budget or the stop flag ends it.
 pub fn run(w: &Worker<Plain>) -> io::Result<ThreadStats> {
@@ -176,6 +238,17 @@ pub fn run(w: &Worker<Plain>) -> io::Result<ThreadStats> {
         },
         nodelay: w.request.keep.len().max(w.request.last.len()) > 1400,
         max_carry: w.read_buffer,
+        msghdr: {
+            // SAFETY: msghdr is plain data, valid when zeroed (no name, no iovec).
+            let mut m: Box<libc::msghdr> = Box::new(unsafe { std::mem::zeroed() });
+            m.msg_controllen = CONTROL;
+            m
+        },
+        clock: clocks(),
+        queued: Vec::with_capacity(w.connections),
+        rate: 0.0,
+        rate_at: (Instant::now(), 0),
+        arrived: None,
     };
     let now = Instant::now();
     for i in 0..u.conns.len() {
@@ -196,6 +269,21 @@ pub fn run(w: &Worker<Plain>) -> io::Result<ThreadStats> {
         std::mem::forget(bufs);
     }
     Ok(lp.end(&conns, next_tick))
+}
+
+/// Turns a boolean socket option on (best effort: without it a socket still works).
+fn set_flag(fd: RawFd, level: libc::c_int, name: libc::c_int) {
+    let one: libc::c_int = 1;
+    // SAFETY: a plain system call on a descriptor we own; `one` outlives it.
+    unsafe {
+        libc::setsockopt(
+            fd,
+            level,
+            name,
+            (&one as *const libc::c_int).cast(),
+            std::mem::size_of::<libc::c_int>() as libc::socklen_t,
+        )
+    };
 }
 
 /// `addr` as the kernel's socket address, boxed so its place is stable while a connect
@@ -259,9 +347,21 @@ impl Uring<'_> {
             }
             // The one system call of the iteration: submit, then wait for a completion
             // or the next timer (nanosecond resolution: a paced request leaves on time).
-            let ts = types::Timespec::from(wake.saturating_duration_since(now));
-            let args = types::SubmitArgs::new().timespec(&ts);
-            match self.ring.submitter().submit_with_args(1, &args) {
+            let want = self.want();
+            if want > 1 {
+                wake = wake.min(now + HOLD_MAX);
+            }
+            // The requests queued in this iteration leave now: their time starts here.
+            let now = Instant::now();
+            for &i in &self.queued {
+                let c = &mut self.conns[i];
+                c.since = now;
+                if w.pace.is_none() {
+                    c.intended = now;
+                }
+            }
+            self.queued.clear();
+            match self.enter(want, wake.saturating_duration_since(now)) {
                 Ok(_) => {}
                 Err(e)
                     if matches!(
@@ -270,6 +370,7 @@ impl Uring<'_> {
                     ) => {}
                 Err(e) => return Err(e),
             }
+            self.clock = clocks();
             cqes.extend(
                 self.ring
                     .completion()
@@ -301,6 +402,10 @@ impl Uring<'_> {
                 }
             }
             if now >= next_sweep {
+                let (at, count) = self.rate_at;
+                let us = now.saturating_duration_since(at).as_secs_f64() * 1e6;
+                self.rate = (self.lp.stats.responses - count) as f64 / us.max(1.0);
+                self.rate_at = (now, self.lp.stats.responses);
                 for i in 0..self.conns.len() {
                     self.sweep(i, now);
                 }
@@ -315,6 +420,29 @@ impl Uring<'_> {
             }
         }
         Ok(next_tick)
+    }
+
+    /// How many completions to wait for: as many as arrive in `HOLD_US` at the recent
+    /// rate, at most a quarter of the requests in flight; one in open loop, whose
+    /// requests must leave on time.
+    fn want(&self) -> u32 {
+        if self.lp.w.pace.is_some() {
+            return 1;
+        }
+        let outstanding = self.lp.live.saturating_sub(self.lp.paced.len());
+        ((self.rate * HOLD_US) as usize).clamp(1, (outstanding / 4).max(1)) as u32
+    }
+
+    fn enter(&mut self, want: u32, timeout: Duration) -> io::Result<usize> {
+        let ts = types::Timespec::from(timeout);
+        let arg = GetEventsArg {
+            sigmask: 0,
+            sigmask_sz: 0,
+            min_wait_usec: 0,
+            ts: (&ts as *const types::Timespec) as u64,
+        };
+        let to_submit = self.ring.submission().len() as u32;
+        unsafe { self.ring.submitter().enter(to_submit, want, 1 | 8, Some(&arg)) }
     }
 
     /// Queues one submission, making room by submitting what is queued when full.
@@ -345,18 +473,11 @@ impl Uring<'_> {
             self.lp.connect_failed(c, &io::Error::last_os_error(), now);
             return;
         }
+        // Arrival times of the response bytes, taken by the kernel as they come, so the
+        // latency does not include how long the completion waited to be seen.
+        set_flag(fd, libc::SOL_SOCKET, libc::SO_TIMESTAMPNS);
         if self.nodelay {
-            let one: libc::c_int = 1;
-            // SAFETY: as above; `one` outlives the call.
-            unsafe {
-                libc::setsockopt(
-                    fd,
-                    libc::IPPROTO_TCP,
-                    libc::TCP_NODELAY,
-                    (&one as *const libc::c_int).cast(),
-                    std::mem::size_of::<libc::c_int>() as libc::socklen_t,
-                )
-            };
+            set_flag(fd, libc::IPPROTO_TCP, libc::TCP_NODELAY);
         }
         c.phase = Phase::Connecting;
         let slot = &mut self.slots[i];
@@ -429,7 +550,7 @@ impl Uring<'_> {
         }
         slot.recv = true;
         self.armed += 1;
-        let sqe = opcode::RecvMulti::new(types::Fd(fd), self.bufs.group())
+        let sqe = opcode::RecvMsgMulti::new(types::Fd(fd), &*self.msghdr, self.bufs.group())
             .build()
             .user_data(user_data(i, slot.gen, RECV));
         self.push(sqe);
@@ -452,6 +573,7 @@ impl Uring<'_> {
             .user_data(user_data(i, self.slots[i].gen, SEND));
         c.written = req.len();
         c.phase = Phase::Reading;
+        self.queued.push(i);
         self.push(sqe);
         self.arm_recv(i);
     }
@@ -476,9 +598,13 @@ impl Uring<'_> {
                     if !cqueue::more(flags) {
                         slot.recv = false;
                     }
-                    let next = match (res, bid) {
-                        (n, Some(bid)) if n > 0 => self.received(i, bid, n as usize, now),
-                        (0, _) => self.eof(i, now),
+                    let data = match (res, bid) {
+                        (n, Some(bid)) if n > 0 => self.unpack(bid, n as usize),
+                        _ => None,
+                    };
+                    let next = match (res, data) {
+                        (_, Some((_, _, 0))) | (0, _) => self.eof(i, now),
+                        (_, Some((bid, start, len))) => self.received(i, bid, start..start + len),
                         (e, _) if e == -libc::ENOBUFS => Next::Wait,
                         (e, _) => self.read_error(i, -e, now),
                     };
@@ -528,8 +654,26 @@ impl Uring<'_> {
         }
     }
 
-    /// `n` bytes of the connection's stream arrived in buffer `bid`.
-    fn received(&mut self, i: usize, bid: u16, n: usize, now: Instant) -> Next {
+    /// Where the payload of a receive's buffer lies, and the arrival time (as the
+    /// loop's `now`) carried with it: `(bid, start, len)`; `None` when the buffer is not
+    /// a message (it then counts as a read error).
+    fn unpack(&mut self, bid: u16, n: usize) -> Option<(u16, usize, usize)> {
+        let buf = self.bufs.get(bid, n);
+        let out = types::RecvMsgOut::parse(buf, &self.msghdr).ok()?;
+        let payload = out.payload_data();
+        let start = payload.as_ptr() as usize - buf.as_ptr() as usize;
+        self.arrived = arrival_ns(out.control_data()).map(|ns| {
+            let (mono, wall) = self.clock;
+            let ago = (wall - ns).clamp(0, 10_000_000_000) as u64;
+            mono.checked_sub(Duration::from_nanos(ago)).unwrap_or(mono)
+        });
+        Some((bid, start, payload.len()))
+    }
+
+    /// Bytes of the connection's stream arrived in buffer `bid`, at `range`.
+    fn received(&mut self, i: usize, bid: u16, range: std::ops::Range<usize>) -> Next {
+        let now = self.arrived.take().unwrap_or(self.clock.0);
+        let n = range.len();
         let c = &mut self.conns[i];
         match c.phase {
             Phase::Reading => {}
@@ -556,7 +700,7 @@ impl Uring<'_> {
                 .ttfb
                 .saturating_record(us_between(c.since, now).max(1));
         }
-        let data = self.bufs.get(bid, n);
+        let data = &self.bufs.get(bid, range.end)[range.start..];
         let carry = &mut self.slots[i].carry;
         let carried = !carry.is_empty();
         if carried {
@@ -579,6 +723,8 @@ impl Uring<'_> {
                     lp.stats.unsolicited += 1;
                     return Next::Reopen;
                 }
+                let held = us_between(now, self.clock.0);
+                lp.stats.phases.held.saturating_record(held);
                 lp.on_response(c, done, now).unwrap_or(Next::Wait)
             }
             None => {
