@@ -267,6 +267,29 @@ impl ResponseParser {
         }
     }
 
+    /// Bytes of a Content-Length body still to come, while the parser is inside one:
+    /// they may be discarded unread and accounted with [`skip`](Self::skip).
+    pub fn body_remaining(&self) -> Option<u64> {
+        match self.state {
+            State::Body { remaining } => Some(remaining),
+            _ => None,
+        }
+    }
+
+    /// Accounts for `n` bytes of a Content-Length body discarded unread (at most
+    /// [`body_remaining`](Self::body_remaining)); the response when none remain.
+    pub fn skip(&mut self, n: u64) -> Option<Complete> {
+        let State::Body { remaining } = self.state else {
+            return None;
+        };
+        let left = remaining - n.min(remaining);
+        if left == 0 {
+            return Some(self.finish());
+        }
+        self.state = State::Body { remaining: left };
+        None
+    }
+
     fn finish(&mut self) -> Complete {
         self.state = State::Head;
         Complete {

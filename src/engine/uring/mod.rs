@@ -16,9 +16,10 @@
 //! was replaced since) is recognised by the slot's generation in its user data.
 
 mod bufring;
+mod recv;
+mod sys;
 
 use std::io;
-use std::net::SocketAddr;
 use std::os::fd::RawFd;
 use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant};
@@ -26,10 +27,11 @@ use std::time::{Duration, Instant};
 use io_uring::{cqueue, opcode, squeue, types, IoUring};
 
 use super::conn::{Conn, Next, Phase};
-use super::stats::{latency_histogram, us_between, ErrorKind, ThreadStats};
+use super::stats::{latency_histogram, ErrorKind, ThreadStats};
 use super::transport::Plain;
 use super::worker::{Loop, Overdue, Worker, SWEEP, TICK};
 use bufring::BufRing;
+use sys::{build, clocks, set_flag, sockaddr, GetEventsArg};
 
 const CONNECT: u8 = 1;
 const RECV: u8 = 2;
@@ -47,108 +49,8 @@ fn user_data(slot: usize, gen: u32, op: u8) -> u64 {
     ((slot as u64) << 32) | (((gen & 0xFF_FFFF) as u64) << 8) | op as u64
 }
 
-/// Why io_uring cannot drive this run's connections here, or `Ok` when it can.
-/// `LOADLENS_NO_IO_URING=1` simulates a kernel that refuses the ring.
-pub fn probe() -> Result<(), String> {
-    if std::env::var_os("LOADLENS_NO_IO_URING").is_some_and(|v| v != "0") {
-        return Err("disabled by LOADLENS_NO_IO_URING".into());
-    }
-    let ring = build(8, 16).map_err(|e| match e.raw_os_error() {
-        Some(libc::EPERM) | Some(libc::EACCES) => {
-            "the kernel refuses it (kernel.io_uring_disabled, or a seccomp filter)".to_string()
-        }
-        Some(libc::ENOSYS) => "this kernel has no io_uring".to_string(),
-        _ => format!("cannot create a ring: {e}"),
-    })?;
-    let mut ops = io_uring::Probe::new();
-    ring.submitter()
-        .register_probe(&mut ops)
-        .map_err(|e| format!("cannot probe its operations: {e}"))?;
-    for (code, name) in [
-        (opcode::Connect::CODE, "connect"),
-        (opcode::Recv::CODE, "recv"),
-        (opcode::Send::CODE, "send"),
-        (opcode::Close::CODE, "close"),
-        (opcode::AsyncCancel::CODE, "cancel"),
-    ] {
-        if !ops.is_supported(code) {
-            return Err(format!("this kernel's io_uring has no {name}"));
-        }
-    }
-    if !kernel_at_least(6, 0) {
-        return Err("multishot receive needs Linux 6.0".into());
-    }
-    BufRing::new(&ring.submitter(), 1, 4096, 0)
-        .map(drop)
-        .map_err(|e| format!("no provided-buffer rings: {e}"))
-}
 
-/// The monotonic and the wall clock (ns since the epoch), read together.
-fn clocks() -> (Instant, i128) {
-    let wall = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map_or(0, |d| d.as_nanos() as i128);
-    (Instant::now(), wall)
-}
-
-/// The arrival time in an `SCM_TIMESTAMPNS` control message, in ns since the epoch.
-fn arrival_ns(control: &[u8]) -> Option<i128> {
-    const HDR: usize = std::mem::size_of::<libc::cmsghdr>();
-    let mut rest = control;
-    while rest.len() >= HDR {
-        // SAFETY: at least one header's bytes; read unaligned.
-        let h = unsafe { rest.as_ptr().cast::<libc::cmsghdr>().read_unaligned() };
-        let len = (h.cmsg_len as usize).min(rest.len());
-        if len < HDR {
-            return None;
-        }
-        if h.cmsg_level == libc::SOL_SOCKET
-            && h.cmsg_type == libc::SCM_TIMESTAMPNS
-            && len >= HDR + std::mem::size_of::<libc::timespec>()
-        {
-            // SAFETY: the timespec follows the header, within `len`.
-            let ts = unsafe { rest[HDR..].as_ptr().cast::<libc::timespec>().read_unaligned() };
-            return Some(ts.tv_sec as i128 * 1_000_000_000 + ts.tv_nsec as i128);
-        }
-        let step = (len + 7) & !7;
-        rest = rest.get(step..)?;
-    }
-    None
-}
-
-fn kernel_at_least(major: u32, minor: u32) -> bool {
-    let Ok(release) = std::fs::read_to_string("/proc/sys/kernel/osrelease") else {
-        return false;
-    };
-    let mut parts = release.trim().split(['.', '-']);
-    let mut next = || {
-        parts
-            .next()
-            .and_then(|p| p.parse::<u32>().ok())
-            .unwrap_or(0)
-    };
-    (next(), next()) >= (major, minor)
-}
-
-/// A ring for one thread: completions run in that thread only when it enters the ring
-/// (Linux ≥ 6.1), which saves the interrupts of task work; plain where that is refused.
-fn build(entries: u32, cq: u32) -> io::Result<IoUring> {
-    IoUring::builder()
-        .setup_single_issuer()
-        .setup_defer_taskrun()
-        .setup_submit_all()
-        .setup_cqsize(cq)
-        .build(entries)
-        .or_else(|_| IoUring::builder().setup_cqsize(cq).build(entries))
-}
-
-#[repr(C)]
-struct GetEventsArg {
-    sigmask: u64,
-    sigmask_sz: u32,
-    min_wait_usec: u32,
-    ts: u64,
-}
+pub use sys::probe;
 
 /// The io_uring side of one connection slot.
 #[derive(Default)]
@@ -269,59 +171,6 @@ pub fn run(w: &Worker<Plain>) -> io::Result<ThreadStats> {
         std::mem::forget(bufs);
     }
     Ok(lp.end(&conns, next_tick))
-}
-
-/// Turns a boolean socket option on (best effort: without it a socket still works).
-fn set_flag(fd: RawFd, level: libc::c_int, name: libc::c_int) {
-    let one: libc::c_int = 1;
-    // SAFETY: a plain system call on a descriptor we own; `one` outlives it.
-    unsafe {
-        libc::setsockopt(
-            fd,
-            level,
-            name,
-            (&one as *const libc::c_int).cast(),
-            std::mem::size_of::<libc::c_int>() as libc::socklen_t,
-        )
-    };
-}
-
-/// `addr` as the kernel's socket address, boxed so its place is stable while a connect
-/// refers to it.
-fn sockaddr(addr: SocketAddr) -> (Box<libc::sockaddr_storage>, libc::socklen_t) {
-    // SAFETY: sockaddr_storage is plain data, valid when zeroed, and large and aligned
-    // enough for both address families written into it below.
-    let mut storage: Box<libc::sockaddr_storage> = Box::new(unsafe { std::mem::zeroed() });
-    let len = match addr {
-        SocketAddr::V4(a) => {
-            let sin = libc::sockaddr_in {
-                sin_family: libc::AF_INET as libc::sa_family_t,
-                sin_port: a.port().to_be(),
-                sin_addr: libc::in_addr {
-                    s_addr: u32::from_ne_bytes(a.ip().octets()),
-                },
-                sin_zero: [0; 8],
-            };
-            // SAFETY: see above.
-            unsafe { std::ptr::write((&mut *storage as *mut libc::sockaddr_storage).cast(), sin) };
-            std::mem::size_of::<libc::sockaddr_in>()
-        }
-        SocketAddr::V6(a) => {
-            let sin6 = libc::sockaddr_in6 {
-                sin6_family: libc::AF_INET6 as libc::sa_family_t,
-                sin6_port: a.port().to_be(),
-                sin6_flowinfo: a.flowinfo().to_be(),
-                sin6_addr: libc::in6_addr {
-                    s6_addr: a.ip().octets(),
-                },
-                sin6_scope_id: a.scope_id(),
-            };
-            // SAFETY: see above.
-            unsafe { std::ptr::write((&mut *storage as *mut libc::sockaddr_storage).cast(), sin6) };
-            std::mem::size_of::<libc::sockaddr_in6>()
-        }
-    };
-    (storage, len as libc::socklen_t)
 }
 
 impl Uring<'_> {
@@ -579,202 +428,6 @@ impl Uring<'_> {
     }
 
     /// One completion.
-    fn complete(&mut self, ud: u64, res: i32, flags: u32) {
-        if ud == IGNORED || ud == QUIESCE {
-            return;
-        }
-        let (i, gen, op) = ((ud >> 32) as usize, (ud >> 8) as u32 & 0xFF_FFFF, ud as u8);
-        let bid = cqueue::buffer_select(flags);
-        if op == RECV && !cqueue::more(flags) {
-            self.armed -= 1;
-        }
-        let slot = &mut self.slots[i];
-        let current = slot.fd.is_some() && slot.gen & 0xFF_FFFF == gen;
-        if current {
-            let now = Instant::now();
-            match op {
-                CONNECT => self.connected(i, res, now),
-                RECV => {
-                    if !cqueue::more(flags) {
-                        slot.recv = false;
-                    }
-                    let data = match (res, bid) {
-                        (n, Some(bid)) if n > 0 => self.unpack(bid, n as usize),
-                        _ => None,
-                    };
-                    let next = match (res, data) {
-                        (_, Some((_, _, 0))) | (0, _) => self.eof(i, now),
-                        (_, Some((bid, start, len))) => self.received(i, bid, start..start + len),
-                        (e, _) if e == -libc::ENOBUFS => Next::Wait,
-                        (e, _) => self.read_error(i, -e, now),
-                    };
-                    self.apply(i, next, now);
-                    // A receive that ended (buffers ran out, or the kernel stopped it)
-                    // is armed again while the connection still expects bytes.
-                    if res != 0
-                        && matches!(
-                            self.conns[i].phase,
-                            Phase::Reading | Phase::Draining | Phase::Paced
-                        )
-                    {
-                        self.arm_recv(i);
-                    }
-                }
-                SEND if res < 0 => {
-                    let next = self.lp.request_failed(ErrorKind::Write);
-                    self.apply(i, next, now);
-                }
-                _ => {}
-            }
-        }
-        if let Some(bid) = bid {
-            self.bufs.recycle(bid);
-        }
-    }
-
-    fn connected(&mut self, i: usize, res: i32, now: Instant) {
-        let c = &mut self.conns[i];
-        if res < 0 {
-            self.lp
-                .connect_failed(c, &io::Error::from_raw_os_error(-res), now);
-            self.close(i);
-            return;
-        }
-        c.tcp_up = true;
-        c.tcp_at = now;
-        let us = us_between(c.since, now).max(1);
-        self.lp.stats.phases.tcp_connect.saturating_record(us);
-        self.lp.count_established(c, now);
-        if !self.lp.start_request(c, now) {
-            self.lp.finish(c);
-        }
-        self.settle(i);
-        if self.conns[i].phase == Phase::Paced {
-            self.arm_recv(i);
-        }
-    }
-
-    /// Where the payload of a receive's buffer lies, and the arrival time (as the
-    /// loop's `now`) carried with it: `(bid, start, len)`; `None` when the buffer is not
-    /// a message (it then counts as a read error).
-    fn unpack(&mut self, bid: u16, n: usize) -> Option<(u16, usize, usize)> {
-        let buf = self.bufs.get(bid, n);
-        let out = types::RecvMsgOut::parse(buf, &self.msghdr).ok()?;
-        let payload = out.payload_data();
-        let start = payload.as_ptr() as usize - buf.as_ptr() as usize;
-        self.arrived = arrival_ns(out.control_data()).map(|ns| {
-            let (mono, wall) = self.clock;
-            let ago = (wall - ns).clamp(0, 10_000_000_000) as u64;
-            mono.checked_sub(Duration::from_nanos(ago)).unwrap_or(mono)
-        });
-        Some((bid, start, payload.len()))
-    }
-
-    /// Bytes of the connection's stream arrived in buffer `bid`, at `range`.
-    fn received(&mut self, i: usize, bid: u16, range: std::ops::Range<usize>) -> Next {
-        let now = self.arrived.take().unwrap_or(self.clock.0);
-        let n = range.len();
-        let c = &mut self.conns[i];
-        match c.phase {
-            Phase::Reading => {}
-            // Bytes after the last response are ignored; we only wait for the FIN.
-            Phase::Draining => return Next::Wait,
-            // Bytes nobody asked for, between requests: the server's protocol error.
-            _ => {
-                self.lp.stats.unsolicited += 1;
-                return if c.phase == Phase::Done {
-                    Next::Wait
-                } else {
-                    Next::Reopen
-                };
-            }
-        }
-        let lp = &mut self.lp;
-        lp.stats.bytes_read += n as u64;
-        lp.interval_bytes += n as u64;
-        if !c.got_first {
-            c.got_first = true;
-            c.first_at = now;
-            lp.stats
-                .phases
-                .ttfb
-                .saturating_record(us_between(c.since, now).max(1));
-        }
-        let data = &self.bufs.get(bid, range.end)[range.start..];
-        let carry = &mut self.slots[i].carry;
-        let carried = !carry.is_empty();
-        if carried {
-            carry.extend_from_slice(data);
-        }
-        let input: &[u8] = if carried { carry } else { data };
-        let fed = match c.parser.feed(input) {
-            Ok(fed) => fed,
-            Err(_) => return lp.request_failed(ErrorKind::Parse),
-        };
-        let left = input.len() - fed.consumed;
-        match fed.complete {
-            Some(done) => {
-                carry.clear();
-                c.pending = 0;
-                if left > 0 {
-                    // Bytes after the response to the only request in flight: the
-                    // response counts, the extra is the server's protocol error.
-                    lp.record(c, &done, now);
-                    lp.stats.unsolicited += 1;
-                    return Next::Reopen;
-                }
-                let held = us_between(now, self.clock.0);
-                lp.stats.phases.held.saturating_record(held);
-                lp.on_response(c, done, now).unwrap_or(Next::Wait)
-            }
-            None => {
-                if carried {
-                    carry.drain(..fed.consumed);
-                } else {
-                    carry.extend_from_slice(&data[fed.consumed..]);
-                }
-                c.pending = carry.len();
-                if carry.len() >= self.max_carry {
-                    // A head or line larger than the epoll loop's whole buffer.
-                    return lp.request_failed(ErrorKind::Parse);
-                }
-                Next::Wait
-            }
-        }
-    }
-
-    /// The server closed its side.
-    fn eof(&mut self, i: usize, now: Instant) -> Next {
-        let c = &mut self.conns[i];
-        match c.phase {
-            Phase::Reading => self.lp.on_eof(c, now),
-            // Done: nothing more to send; the close follows.
-            Phase::Done => Next::Wait,
-            // Draining: the FIN we waited for. Paced: the server ended keep-alive between
-            // requests; the next one goes on a new connection.
-            _ => Next::Reopen,
-        }
-    }
-
-    fn read_error(&mut self, i: usize, errno: i32, now: Instant) -> Next {
-        let c = &mut self.conns[i];
-        match c.phase {
-            // A reset instead of a FIN before any byte of the response on a reused
-            // connection: the same end of keep-alive as an EOF there.
-            Phase::Reading
-                if errno == libc::ECONNRESET
-                    && c.sent > 1
-                    && c.pending == 0
-                    && c.parser.is_idle() =>
-            {
-                self.lp.on_eof(c, now)
-            }
-            Phase::Reading => self.lp.request_failed(ErrorKind::Read),
-            Phase::Done => Next::Wait,
-            _ => Next::Reopen,
-        }
-    }
-
     /// Time-based checks for slot `i`: request/connect timeouts and retries.
     fn sweep(&mut self, i: usize, now: Instant) {
         let c = &mut self.conns[i];

@@ -1,0 +1,210 @@
+//! Completions of the io_uring loop: connects, receives (payload and arrival time out
+//! of a multishot `recvmsg`'s buffer, fed to the response parser), failed sends.
+
+use std::io;
+use std::time::{Duration, Instant};
+
+use io_uring::{cqueue, types};
+
+use super::super::conn::{Next, Phase};
+use super::super::stats::{us_between, ErrorKind};
+use super::sys::arrival_ns;
+use super::{Uring, CONNECT, IGNORED, QUIESCE, RECV, SEND};
+
+impl Uring<'_> {
+    pub(super) fn complete(&mut self, ud: u64, res: i32, flags: u32) {
+        if ud == IGNORED || ud == QUIESCE {
+            return;
+        }
+        let (i, gen, op) = ((ud >> 32) as usize, (ud >> 8) as u32 & 0xFF_FFFF, ud as u8);
+        let bid = cqueue::buffer_select(flags);
+        if op == RECV && !cqueue::more(flags) {
+            self.armed -= 1;
+        }
+        let slot = &mut self.slots[i];
+        let current = slot.fd.is_some() && slot.gen & 0xFF_FFFF == gen;
+        if current {
+            let now = Instant::now();
+            match op {
+                CONNECT => self.connected(i, res, now),
+                RECV => {
+                    if !cqueue::more(flags) {
+                        slot.recv = false;
+                    }
+                    let data = match (res, bid) {
+                        (n, Some(bid)) if n > 0 => self.unpack(bid, n as usize),
+                        _ => None,
+                    };
+                    let next = match (res, data) {
+                        (_, Some((_, _, 0))) | (0, _) => self.eof(i, now),
+                        (_, Some((bid, start, len))) => self.received(i, bid, start..start + len),
+                        (e, _) if e == -libc::ENOBUFS => Next::Wait,
+                        (e, _) => self.read_error(i, -e, now),
+                    };
+                    self.apply(i, next, now);
+                    // A receive that ended (buffers ran out, or the kernel stopped it)
+                    // is armed again while the connection still expects bytes.
+                    if res != 0
+                        && matches!(
+                            self.conns[i].phase,
+                            Phase::Reading | Phase::Draining | Phase::Paced
+                        )
+                    {
+                        self.arm_recv(i);
+                    }
+                }
+                SEND if res < 0 => {
+                    let next = self.lp.request_failed(ErrorKind::Write);
+                    self.apply(i, next, now);
+                }
+                _ => {}
+            }
+        }
+        if let Some(bid) = bid {
+            self.bufs.recycle(bid);
+        }
+    }
+
+    fn connected(&mut self, i: usize, res: i32, now: Instant) {
+        let c = &mut self.conns[i];
+        if res < 0 {
+            self.lp
+                .connect_failed(c, &io::Error::from_raw_os_error(-res), now);
+            self.close(i);
+            return;
+        }
+        c.tcp_up = true;
+        c.tcp_at = now;
+        let us = us_between(c.since, now).max(1);
+        self.lp.stats.phases.tcp_connect.saturating_record(us);
+        self.lp.count_established(c, now);
+        if !self.lp.start_request(c, now) {
+            self.lp.finish(c);
+        }
+        self.settle(i);
+        if self.conns[i].phase == Phase::Paced {
+            self.arm_recv(i);
+        }
+    }
+
+    /// Where the payload of a receive's buffer lies, and the arrival time (as the
+    /// loop's `now`) carried with it: `(bid, start, len)`; `None` when the buffer is not
+    /// a message (it then counts as a read error).
+    fn unpack(&mut self, bid: u16, n: usize) -> Option<(u16, usize, usize)> {
+        let buf = self.bufs.get(bid, n);
+        let out = types::RecvMsgOut::parse(buf, &self.msghdr).ok()?;
+        let payload = out.payload_data();
+        let start = payload.as_ptr() as usize - buf.as_ptr() as usize;
+        self.arrived = arrival_ns(out.control_data()).map(|ns| {
+            let (mono, wall) = self.clock;
+            let ago = (wall - ns).clamp(0, 10_000_000_000) as u64;
+            mono.checked_sub(Duration::from_nanos(ago)).unwrap_or(mono)
+        });
+        Some((bid, start, payload.len()))
+    }
+
+    /// Bytes of the connection's stream arrived in buffer `bid`, at `range`.
+    fn received(&mut self, i: usize, bid: u16, range: std::ops::Range<usize>) -> Next {
+        let now = self.arrived.take().unwrap_or(self.clock.0);
+        let n = range.len();
+        let c = &mut self.conns[i];
+        match c.phase {
+            Phase::Reading => {}
+            // Bytes after the last response are ignored; we only wait for the FIN.
+            Phase::Draining => return Next::Wait,
+            // Bytes nobody asked for, between requests: the server's protocol error.
+            _ => {
+                self.lp.stats.unsolicited += 1;
+                return if c.phase == Phase::Done {
+                    Next::Wait
+                } else {
+                    Next::Reopen
+                };
+            }
+        }
+        let lp = &mut self.lp;
+        lp.stats.bytes_read += n as u64;
+        lp.interval_bytes += n as u64;
+        if !c.got_first {
+            c.got_first = true;
+            c.first_at = now;
+            lp.stats
+                .phases
+                .ttfb
+                .saturating_record(us_between(c.since, now).max(1));
+        }
+        let data = &self.bufs.get(bid, range.end)[range.start..];
+        let carry = &mut self.slots[i].carry;
+        let carried = !carry.is_empty();
+        if carried {
+            carry.extend_from_slice(data);
+        }
+        let input: &[u8] = if carried { carry } else { data };
+        let fed = match c.parser.feed(input) {
+            Ok(fed) => fed,
+            Err(_) => return lp.request_failed(ErrorKind::Parse),
+        };
+        let left = input.len() - fed.consumed;
+        match fed.complete {
+            Some(done) => {
+                carry.clear();
+                c.pending = 0;
+                if left > 0 {
+                    // Bytes after the response to the only request in flight: the
+                    // response counts, the extra is the server's protocol error.
+                    lp.record(c, &done, now);
+                    lp.stats.unsolicited += 1;
+                    return Next::Reopen;
+                }
+                let held = us_between(now, self.clock.0);
+                lp.stats.phases.held.saturating_record(held);
+                lp.on_response(c, done, now).unwrap_or(Next::Wait)
+            }
+            None => {
+                if carried {
+                    carry.drain(..fed.consumed);
+                } else {
+                    carry.extend_from_slice(&data[fed.consumed..]);
+                }
+                c.pending = carry.len();
+                if carry.len() >= self.max_carry {
+                    // A head or line larger than the epoll loop's whole buffer.
+                    return lp.request_failed(ErrorKind::Parse);
+                }
+                Next::Wait
+            }
+        }
+    }
+
+    /// The server closed its side.
+    fn eof(&mut self, i: usize, now: Instant) -> Next {
+        let c = &mut self.conns[i];
+        match c.phase {
+            Phase::Reading => self.lp.on_eof(c, now),
+            // Done: nothing more to send; the close follows.
+            Phase::Done => Next::Wait,
+            // Draining: the FIN we waited for. Paced: the server ended keep-alive between
+            // requests; the next one goes on a new connection.
+            _ => Next::Reopen,
+        }
+    }
+
+    fn read_error(&mut self, i: usize, errno: i32, now: Instant) -> Next {
+        let c = &mut self.conns[i];
+        match c.phase {
+            // A reset instead of a FIN before any byte of the response on a reused
+            // connection: the same end of keep-alive as an EOF there.
+            Phase::Reading
+                if errno == libc::ECONNRESET
+                    && c.sent > 1
+                    && c.pending == 0
+                    && c.parser.is_idle() =>
+            {
+                self.lp.on_eof(c, now)
+            }
+            Phase::Reading => self.lp.request_failed(ErrorKind::Read),
+            Phase::Done => Next::Wait,
+            _ => Next::Reopen,
+        }
+    }
+}

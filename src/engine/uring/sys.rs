@@ -1,0 +1,169 @@
+//! The system side of the io_uring loop: whether the kernel allows it, the ring's
+//! set-up and wait, socket addresses and options, and the clocks that place the
+//! kernel's arrival timestamps on the loop's time line.
+
+use std::io;
+use std::net::SocketAddr;
+use std::os::fd::RawFd;
+use std::time::Instant;
+
+use io_uring::{opcode, IoUring};
+
+use super::bufring::BufRing;
+
+/// Why io_uring cannot drive this run's connections here, or `Ok` when it can.
+/// `LOADLENS_NO_IO_URING=1` simulates a kernel that refuses the ring.
+pub fn probe() -> Result<(), String> {
+    if std::env::var_os("LOADLENS_NO_IO_URING").is_some_and(|v| v != "0") {
+        return Err("disabled by LOADLENS_NO_IO_URING".into());
+    }
+    let ring = build(8, 16).map_err(|e| match e.raw_os_error() {
+        Some(libc::EPERM) | Some(libc::EACCES) => {
+            "the kernel refuses it (kernel.io_uring_disabled, or a seccomp filter)".to_string()
+        }
+        Some(libc::ENOSYS) => "this kernel has no io_uring".to_string(),
+        _ => format!("cannot create a ring: {e}"),
+    })?;
+    let mut ops = io_uring::Probe::new();
+    ring.submitter()
+        .register_probe(&mut ops)
+        .map_err(|e| format!("cannot probe its operations: {e}"))?;
+    for (code, name) in [
+        (opcode::Connect::CODE, "connect"),
+        (opcode::Recv::CODE, "recv"),
+        (opcode::Send::CODE, "send"),
+        (opcode::Close::CODE, "close"),
+        (opcode::AsyncCancel::CODE, "cancel"),
+    ] {
+        if !ops.is_supported(code) {
+            return Err(format!("this kernel's io_uring has no {name}"));
+        }
+    }
+    if !kernel_at_least(6, 0) {
+        return Err("multishot receive needs Linux 6.0".into());
+    }
+    BufRing::new(&ring.submitter(), 1, 4096, 0)
+        .map(drop)
+        .map_err(|e| format!("no provided-buffer rings: {e}"))
+}
+
+/// The monotonic and the wall clock (ns since the epoch), read together.
+pub(super) fn clocks() -> (Instant, i128) {
+    let wall = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_nanos() as i128);
+    (Instant::now(), wall)
+}
+
+/// The arrival time in an `SCM_TIMESTAMPNS` control message, in ns since the epoch.
+pub(super) fn arrival_ns(control: &[u8]) -> Option<i128> {
+    const HDR: usize = std::mem::size_of::<libc::cmsghdr>();
+    let mut rest = control;
+    while rest.len() >= HDR {
+        // SAFETY: at least one header's bytes; read unaligned.
+        let h = unsafe { rest.as_ptr().cast::<libc::cmsghdr>().read_unaligned() };
+        #[allow(clippy::unnecessary_cast)] // cmsg_len is u32 on some targets
+        let len = (h.cmsg_len as usize).min(rest.len());
+        if len < HDR {
+            return None;
+        }
+        if h.cmsg_level == libc::SOL_SOCKET
+            && h.cmsg_type == libc::SCM_TIMESTAMPNS
+            && len >= HDR + std::mem::size_of::<libc::timespec>()
+        {
+            // SAFETY: the timespec follows the header, within `len`.
+            let ts = unsafe { rest[HDR..].as_ptr().cast::<libc::timespec>().read_unaligned() };
+            return Some(ts.tv_sec as i128 * 1_000_000_000 + ts.tv_nsec as i128);
+        }
+        let step = (len + 7) & !7;
+        rest = rest.get(step..)?;
+    }
+    None
+}
+
+fn kernel_at_least(major: u32, minor: u32) -> bool {
+    let Ok(release) = std::fs::read_to_string("/proc/sys/kernel/osrelease") else {
+        return false;
+    };
+    let mut parts = release.trim().split(['.', '-']);
+    let mut next = || {
+        parts
+            .next()
+            .and_then(|p| p.parse::<u32>().ok())
+            .unwrap_or(0)
+    };
+    (next(), next()) >= (major, minor)
+}
+
+/// A ring for one thread: completions run in that thread only when it enters the ring
+/// (Linux ≥ 6.1), which saves the interrupts of task work; plain where that is refused.
+pub(super) fn build(entries: u32, cq: u32) -> io::Result<IoUring> {
+    IoUring::builder()
+        .setup_single_issuer()
+        .setup_defer_taskrun()
+        .setup_submit_all()
+        .setup_cqsize(cq)
+        .build(entries)
+        .or_else(|_| IoUring::builder().setup_cqsize(cq).build(entries))
+}
+
+#[repr(C)]
+pub(super) struct GetEventsArg {
+    pub(super) sigmask: u64,
+    pub(super) sigmask_sz: u32,
+    pub(super) min_wait_usec: u32,
+    pub(super) ts: u64,
+}
+
+/// Turns a boolean socket option on (best effort: without it a socket still works).
+pub(super) fn set_flag(fd: RawFd, level: libc::c_int, name: libc::c_int) {
+    let one: libc::c_int = 1;
+    // SAFETY: a plain system call on a descriptor we own; `one` outlives it.
+    unsafe {
+        libc::setsockopt(
+            fd,
+            level,
+            name,
+            (&one as *const libc::c_int).cast(),
+            std::mem::size_of::<libc::c_int>() as libc::socklen_t,
+        )
+    };
+}
+
+/// `addr` as the kernel's socket address, boxed so its place is stable while a connect
+/// refers to it.
+pub(super) fn sockaddr(addr: SocketAddr) -> (Box<libc::sockaddr_storage>, libc::socklen_t) {
+    // SAFETY: sockaddr_storage is plain data, valid when zeroed, and large and aligned
+    // enough for both address families written into it below.
+    let mut storage: Box<libc::sockaddr_storage> = Box::new(unsafe { std::mem::zeroed() });
+    let len = match addr {
+        SocketAddr::V4(a) => {
+            let sin = libc::sockaddr_in {
+                sin_family: libc::AF_INET as libc::sa_family_t,
+                sin_port: a.port().to_be(),
+                sin_addr: libc::in_addr {
+                    s_addr: u32::from_ne_bytes(a.ip().octets()),
+                },
+                sin_zero: [0; 8],
+            };
+            // SAFETY: see above.
+            unsafe { std::ptr::write((&mut *storage as *mut libc::sockaddr_storage).cast(), sin) };
+            std::mem::size_of::<libc::sockaddr_in>()
+        }
+        SocketAddr::V6(a) => {
+            let sin6 = libc::sockaddr_in6 {
+                sin6_family: libc::AF_INET6 as libc::sa_family_t,
+                sin6_port: a.port().to_be(),
+                sin6_flowinfo: a.flowinfo().to_be(),
+                sin6_addr: libc::in6_addr {
+                    s6_addr: a.ip().octets(),
+                },
+                sin6_scope_id: a.scope_id(),
+            };
+            // SAFETY: see above.
+            unsafe { std::ptr::write((&mut *storage as *mut libc::sockaddr_storage).cast(), sin6) };
+            std::mem::size_of::<libc::sockaddr_in6>()
+        }
+    };
+    (storage, len as libc::socklen_t)
+}
