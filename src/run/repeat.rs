@@ -92,7 +92,10 @@ impl Phases {
         if parts.is_empty() {
             return Ok(None);
         }
-        let held = parts.iter().filter_map(|p| p.held.as_ref()).collect::<Vec<_>>();
+        let held = parts
+            .iter()
+            .filter_map(|p| p.held.as_ref())
+            .collect::<Vec<_>>();
         let held = match held.is_empty() {
             true => None,
             false => Some(LatencySummary::merged(held.into_iter())?),

@@ -31,11 +31,14 @@ use super::stats::{latency_histogram, ErrorKind, ThreadStats};
 use super::transport::Plain;
 use super::worker::{Loop, Overdue, Worker, SWEEP, TICK};
 use bufring::BufRing;
-use sys::{build, clocks, set_flag, sockaddr, GetEventsArg};
+use sys::{build, clocks, set_flag, sockaddr, Discard, GetEventsArg};
 
 const CONNECT: u8 = 1;
 const RECV: u8 = 2;
 const SEND: u8 = 3;
+const DISCARD: u8 = 4;
+/// A Content-Length body with at least this much still to come is discarded unread.
+const DISCARD_MIN: u64 = 16 * 1024;
 /// Completions nobody waits for (a failed cancel or close).
 const IGNORED: u64 = u64::MAX;
 /// The final cancellation of everything in flight.
@@ -49,8 +52,21 @@ fn user_data(slot: usize, gen: u32, op: u8) -> u64 {
     ((slot as u64) << 32) | (((gen & 0xFF_FFFF) as u64) << 8) | op as u64
 }
 
-
 pub use sys::probe;
+
+/// A body's rest discarded unread: first the multishot receive is stopped (its last
+/// completion says no more bytes will be copied by it), then one receive discards what
+/// is left. Two steps, because a receive the kernel has already begun cannot be
+/// cancelled, and two receives on one socket would split the stream.
+#[derive(Default, Clone, Copy, PartialEq, Eq)]
+enum Discarding {
+    #[default]
+    No,
+    /// The multishot receive was asked to stop.
+    Stopping,
+    /// The discarding receive is in flight.
+    Active,
+}
 
 /// The io_uring side of one connection slot.
 #[derive(Default)]
@@ -63,6 +79,12 @@ struct Slot {
     recv: bool,
     /// Bytes of an incomplete head or chunk line carried to the next completion.
     carry: Vec<u8>,
+    /// Where a discard of a body's rest stands.
+    discarding: Discarding,
+    /// The slot is in `Uring::discards`.
+    discard_queued: bool,
+    /// The discarding receive's message, made on first use.
+    discard: Option<Box<Discard>>,
 }
 
 struct Uring<'a> {
@@ -72,8 +94,12 @@ struct Uring<'a> {
     ring: IoUring,
     bufs: BufRing,
     /// Multishot receives whose final completion has not come (the kernel may still
-    /// write into the buffers).
+    /// write into the buffers), and discarding receives (into their slot's `Discard`).
     armed: usize,
+    /// The ring runs completions only when this thread waits (`sys::build`).
+    deferred: bool,
+    /// Slots inside a large body: at the next wait, the rest is discarded unread.
+    discards: Vec<usize>,
     addr: Box<libc::sockaddr_storage>,
     addr_len: libc::socklen_t,
     domain: i32,
@@ -109,7 +135,7 @@ const HOLD_MAX: Duration = Duration::from_millis(1);
 pub fn run(w: &Worker<Plain>) -> io::Result<ThreadStats> {
     let n = w.connections.max(1);
     let entries = (2 * n).next_power_of_two().clamp(64, 4096) as u32;
-    let ring = build(entries, entries * 4)?;
+    let (ring, deferred) = build(entries, entries * 4)?;
     let count = n.next_power_of_two().clamp(16, 256) as u16;
     let bufs = BufRing::new(&ring.submitter(), count, BUFFER, 0)?;
     let (addr, addr_len) = sockaddr(w.addr);
@@ -131,6 +157,8 @@ pub fn run(w: &Worker<Plain>) -> io::Result<ThreadStats> {
         ring,
         bufs,
         armed: 0,
+        deferred,
+        discards: Vec::new(),
         addr,
         addr_len,
         domain: if w.addr.is_ipv4() {
@@ -200,6 +228,11 @@ impl Uring<'_> {
             if want > 1 {
                 wake = wake.min(now + HOLD_MAX);
             }
+            for k in 0..self.discards.len() {
+                let i = self.discards[k];
+                self.discard(i);
+            }
+            self.discards.clear();
             // The requests queued in this iteration leave now: their time starts here.
             let now = Instant::now();
             for &i in &self.queued {
@@ -291,7 +324,11 @@ impl Uring<'_> {
             ts: (&ts as *const types::Timespec) as u64,
         };
         let to_submit = self.ring.submission().len() as u32;
-        unsafe { self.ring.submitter().enter(to_submit, want, 1 | 8, Some(&arg)) }
+        unsafe {
+            self.ring
+                .submitter()
+                .enter(to_submit, want, 1 | 8, Some(&arg))
+        }
     }
 
     /// Queues one submission, making room by submitting what is queued when full.
@@ -348,6 +385,7 @@ impl Uring<'_> {
         };
         slot.gen = slot.gen.wrapping_add(1);
         slot.recv = false;
+        slot.discarding = Discarding::No;
         slot.carry.clear();
         let cancel = opcode::AsyncCancel2::new(types::CancelBuilder::fd(types::Fd(fd)).all())
             .build()
@@ -394,7 +432,7 @@ impl Uring<'_> {
         let Some(fd) = slot.fd else {
             return;
         };
-        if slot.recv {
+        if slot.recv || slot.discarding != Discarding::No {
             return;
         }
         slot.recv = true;
@@ -427,7 +465,56 @@ impl Uring<'_> {
         self.arm_recv(i);
     }
 
-    /// One completion.
+    /// Slot `i` is inside a Content-Length body with much still to come: its multishot
+    /// receive is asked to stop, and when it has (`discard_rest`) one receive discards
+    /// the rest unread.
+    fn discard(&mut self, i: usize) {
+        let slot = &mut self.slots[i];
+        slot.discard_queued = false;
+        let c = &self.conns[i];
+        let rest = c.parser.body_remaining().unwrap_or(0);
+        if slot.fd.is_none()
+            || c.phase != Phase::Reading
+            || slot.discarding != Discarding::No
+            || rest < DISCARD_MIN
+        {
+            return;
+        }
+        if !slot.recv {
+            self.discard_rest(i);
+            return;
+        }
+        slot.discarding = Discarding::Stopping;
+        let stop = opcode::AsyncCancel::new(user_data(i, slot.gen, RECV))
+            .build()
+            .flags(squeue::Flags::SKIP_SUCCESS)
+            .user_data(IGNORED);
+        self.push(stop);
+    }
+
+    /// The multishot receive of slot `i` has stopped: discard what is left of the body
+    /// (if the response is still incomplete).
+    pub(super) fn discard_rest(&mut self, i: usize) {
+        let slot = &mut self.slots[i];
+        slot.discarding = Discarding::No;
+        let c = &self.conns[i];
+        let (Some(fd), Some(rest)) = (slot.fd, c.parser.body_remaining()) else {
+            return;
+        };
+        if c.phase != Phase::Reading || rest == 0 {
+            return;
+        }
+        slot.discarding = Discarding::Active;
+        let d = slot.discard.get_or_insert_with(Discard::new);
+        d.set_len(rest.min(1 << 30) as usize);
+        let sqe = opcode::RecvMsg::new(types::Fd(fd), &mut d.hdr)
+            .flags((libc::MSG_TRUNC | libc::MSG_WAITALL) as u32)
+            .build()
+            .user_data(user_data(i, slot.gen, DISCARD));
+        self.armed += 1;
+        self.push(sqe);
+    }
+
     /// Time-based checks for slot `i`: request/connect timeouts and retries.
     fn sweep(&mut self, i: usize, now: Instant) {
         let c = &mut self.conns[i];
@@ -472,7 +559,8 @@ impl Uring<'_> {
                 if c.user_data() == QUIESCE {
                     cancelled = true;
                 }
-                if (c.user_data() as u8) == RECV && !cqueue::more(c.flags()) {
+                let op = c.user_data() as u8;
+                if (op == RECV && !cqueue::more(c.flags())) || op == DISCARD {
                     self.armed -= 1;
                 }
                 if let Some(bid) = cqueue::buffer_select(c.flags()) {

@@ -9,16 +9,17 @@ use io_uring::{cqueue, types};
 use super::super::conn::{Next, Phase};
 use super::super::stats::{us_between, ErrorKind};
 use super::sys::arrival_ns;
-use super::{Uring, CONNECT, IGNORED, QUIESCE, RECV, SEND};
+use super::{Discarding, Uring, CONNECT, DISCARD, DISCARD_MIN, IGNORED, QUIESCE, RECV, SEND};
 
 impl Uring<'_> {
+    /// One completion.
     pub(super) fn complete(&mut self, ud: u64, res: i32, flags: u32) {
         if ud == IGNORED || ud == QUIESCE {
             return;
         }
         let (i, gen, op) = ((ud >> 32) as usize, (ud >> 8) as u32 & 0xFF_FFFF, ud as u8);
         let bid = cqueue::buffer_select(flags);
-        if op == RECV && !cqueue::more(flags) {
+        if (op == RECV && !cqueue::more(flags)) || op == DISCARD {
             self.armed -= 1;
         }
         let slot = &mut self.slots[i];
@@ -38,10 +39,16 @@ impl Uring<'_> {
                     let next = match (res, data) {
                         (_, Some((_, _, 0))) | (0, _) => self.eof(i, now),
                         (_, Some((bid, start, len))) => self.received(i, bid, start..start + len),
-                        (e, _) if e == -libc::ENOBUFS => Next::Wait,
+                        // Out of buffers (armed again below), or stopped for a discard.
+                        (e, _) if e == -libc::ENOBUFS || e == -libc::ECANCELED => Next::Wait,
                         (e, _) => self.read_error(i, -e, now),
                     };
                     self.apply(i, next, now);
+                    let slot = &self.slots[i];
+                    if !cqueue::more(flags) && slot.discarding == Discarding::Stopping {
+                        // Stopped for a discard: nothing more will be copied by it.
+                        self.discard_rest(i);
+                    }
                     // A receive that ended (buffers ran out, or the kernel stopped it)
                     // is armed again while the connection still expects bytes.
                     if res != 0
@@ -50,6 +57,17 @@ impl Uring<'_> {
                             Phase::Reading | Phase::Draining | Phase::Paced
                         )
                     {
+                        self.arm_recv(i);
+                    }
+                }
+                DISCARD => {
+                    self.slots[i].discarding = Discarding::No;
+                    let next = self.discarded(i, res, now);
+                    self.apply(i, next, now);
+                    if matches!(
+                        self.conns[i].phase,
+                        Phase::Reading | Phase::Draining | Phase::Paced
+                    ) {
                         self.arm_recv(i);
                     }
                 }
@@ -95,11 +113,7 @@ impl Uring<'_> {
         let out = types::RecvMsgOut::parse(buf, &self.msghdr).ok()?;
         let payload = out.payload_data();
         let start = payload.as_ptr() as usize - buf.as_ptr() as usize;
-        self.arrived = arrival_ns(out.control_data()).map(|ns| {
-            let (mono, wall) = self.clock;
-            let ago = (wall - ns).clamp(0, 10_000_000_000) as u64;
-            mono.checked_sub(Duration::from_nanos(ago)).unwrap_or(mono)
-        });
+        self.arrived = arrival_ns(out.control_data()).map(|ns| self.instant_of(ns));
         Some((bid, start, payload.len()))
     }
 
@@ -171,9 +185,56 @@ impl Uring<'_> {
                     // A head or line larger than the epoll loop's whole buffer.
                     return lp.request_failed(ErrorKind::Parse);
                 }
+                let slot = &mut self.slots[i];
+                if self.deferred
+                    && !slot.discard_queued
+                    && c.parser.body_remaining().is_some_and(|r| r >= DISCARD_MIN)
+                {
+                    slot.discard_queued = true;
+                    self.discards.push(i);
+                }
                 Next::Wait
             }
         }
+    }
+
+    /// A discarding receive ended: `res` bytes of the body were dropped unread (fewer
+    /// than asked only when the connection ended), or it failed.
+    fn discarded(&mut self, i: usize, res: i32, now: Instant) -> Next {
+        if res < 0 {
+            return self.read_error(i, -res, now);
+        }
+        let n = res as u64;
+        self.lp.stats.bytes_read += n;
+        self.lp.interval_bytes += n;
+        let at = self.slots[i]
+            .discard
+            .as_ref()
+            .and_then(|d| arrival_ns(d.control()))
+            .map_or(now, |ns| self.instant_of(ns));
+        let c = &mut self.conns[i];
+        match c.parser.skip(n) {
+            Some(done) => {
+                let held = us_between(at, self.clock.0);
+                self.lp.stats.phases.held.saturating_record(held);
+                self.lp.on_response(c, done, at).unwrap_or(Next::Wait)
+            }
+            // The server closed before the body ended.
+            None if n == 0 => self.lp.on_eof(c, at),
+            // A receive may end early (MSG_WAITALL is not kept when nothing is copied):
+            // discard the rest with another.
+            None => {
+                self.discard_rest(i);
+                Next::Wait
+            }
+        }
+    }
+
+    /// A kernel arrival time (ns since the epoch) on the loop's clock.
+    fn instant_of(&self, ns: i128) -> Instant {
+        let (mono, wall) = self.clock;
+        let ago = (wall - ns).clamp(0, 10_000_000_000) as u64;
+        mono.checked_sub(Duration::from_nanos(ago)).unwrap_or(mono)
     }
 
     /// The server closed its side.

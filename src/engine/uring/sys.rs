@@ -17,7 +17,7 @@ pub fn probe() -> Result<(), String> {
     if std::env::var_os("LOADLENS_NO_IO_URING").is_some_and(|v| v != "0") {
         return Err("disabled by LOADLENS_NO_IO_URING".into());
     }
-    let ring = build(8, 16).map_err(|e| match e.raw_os_error() {
+    let (ring, _) = build(8, 16).map_err(|e| match e.raw_os_error() {
         Some(libc::EPERM) | Some(libc::EACCES) => {
             "the kernel refuses it (kernel.io_uring_disabled, or a seccomp filter)".to_string()
         }
@@ -72,7 +72,12 @@ pub(super) fn arrival_ns(control: &[u8]) -> Option<i128> {
             && len >= HDR + std::mem::size_of::<libc::timespec>()
         {
             // SAFETY: the timespec follows the header, within `len`.
-            let ts = unsafe { rest[HDR..].as_ptr().cast::<libc::timespec>().read_unaligned() };
+            let ts = unsafe {
+                rest[HDR..]
+                    .as_ptr()
+                    .cast::<libc::timespec>()
+                    .read_unaligned()
+            };
             return Some(ts.tv_sec as i128 * 1_000_000_000 + ts.tv_nsec as i128);
         }
         let step = (len + 7) & !7;
@@ -97,14 +102,19 @@ fn kernel_at_least(major: u32, minor: u32) -> bool {
 
 /// A ring for one thread: completions run in that thread only when it enters the ring
 /// (Linux ≥ 6.1), which saves the interrupts of task work; plain where that is refused.
-pub(super) fn build(entries: u32, cq: u32) -> io::Result<IoUring> {
-    IoUring::builder()
+/// `true` with it: then nothing is received between two waits, which the discarding
+/// receive relies on (`Uring::discard`).
+pub(super) fn build(entries: u32, cq: u32) -> io::Result<(IoUring, bool)> {
+    match IoUring::builder()
         .setup_single_issuer()
         .setup_defer_taskrun()
         .setup_submit_all()
         .setup_cqsize(cq)
         .build(entries)
-        .or_else(|_| IoUring::builder().setup_cqsize(cq).build(entries))
+    {
+        Ok(ring) => Ok((ring, true)),
+        Err(_) => Ok((IoUring::builder().setup_cqsize(cq).build(entries)?, false)),
+    }
 }
 
 #[repr(C)]
@@ -166,4 +176,37 @@ pub(super) fn sockaddr(addr: SocketAddr) -> (Box<libc::sockaddr_storage>, libc::
         }
     };
     (storage, len as libc::socklen_t)
+}
+
+/// A receive that discards a Content-Length body's bytes unread (`MSG_TRUNC` on TCP:
+/// the kernel acknowledges and frees them without copying), with room for the arrival
+/// timestamp of its last segment. Boxed: the kernel holds pointers into it.
+pub(super) struct Discard {
+    pub(super) hdr: libc::msghdr,
+    iov: libc::iovec,
+    control: [u8; super::CONTROL],
+}
+
+impl Discard {
+    pub(super) fn new() -> Box<Discard> {
+        // SAFETY: msghdr and iovec are plain data, valid when zeroed.
+        let mut d: Box<Discard> = Box::new(unsafe { std::mem::zeroed() });
+        d.hdr.msg_iov = &mut d.iov;
+        d.hdr.msg_iovlen = 1;
+        d.hdr.msg_control = d.control.as_mut_ptr().cast();
+        d.hdr.msg_controllen = super::CONTROL;
+        d
+    }
+
+    /// Discards `len` bytes: no buffer, only a length (the kernel never writes it).
+    pub(super) fn set_len(&mut self, len: usize) {
+        self.iov.iov_base = std::ptr::null_mut();
+        self.iov.iov_len = len;
+        self.hdr.msg_controllen = super::CONTROL;
+    }
+
+    /// The control messages the last receive left.
+    pub(super) fn control(&self) -> &[u8] {
+        &self.control[..self.hdr.msg_controllen.min(super::CONTROL)]
+    }
 }
