@@ -7,11 +7,54 @@ use std::collections::{HashMap, HashSet};
 use std::io::{Read, Write};
 
 use common::{run_json, status_codes, u, Nginx};
+use serde_json::Value;
 
-#[test]
-fn keep_alive_counts_and_bytes_match_the_access_log() {
+/// `loadlens run ARGS --io IO`, checked to have run on that I/O backend.
+fn run_io(io: &str, args: &[&str]) -> Value {
+    let mut args = args.to_vec();
+    args.extend(["--io", io]);
+    let run = run_json(&args);
+    let used = if io == "uring" { "io_uring" } else { "epoll" };
+    assert_eq!(run["results"]["io"], used, "{}", run["results"]["io_note"]);
+    run
+}
+
+/// Each exactness test below runs on both I/O backends: `NAME::io_uring`, `NAME::epoll`.
+macro_rules! on_both_backends {
+    ($($name:ident),* $(,)?) => {
+        $(
+            mod $name {
+                #[test]
+                fn io_uring() {
+                    super::$name("uring")
+                }
+                #[test]
+                fn epoll() {
+                    super::$name("epoll")
+                }
+            }
+        )*
+    };
+}
+
+on_both_backends!(
+    keep_alive_counts_and_bytes_match_the_access_log,
+    connreqs_1_opens_one_connection_per_request,
+    connreqs_4_opens_a_quarter,
+    status_codes_match_including_404s,
+    chunked_gzip_responses_are_framed,
+    large_bodies_and_head_requests,
+    duration_run_counts_at_most_what_nginx_served,
+    server_connection_close_is_honoured,
+    a_timed_run_accounts_for_the_requests_in_flight_at_the_end,
+);
+
+fn keep_alive_counts_and_bytes_match_the_access_log(io: &str) {
     let ng = Nginx::start("", "");
-    let run = run_json(&["-n", "3000", "-c", "12", "-t", "2", &ng.url("/1k.txt")]);
+    let run = run_io(
+        io,
+        &["-n", "3000", "-c", "12", "-t", "2", &ng.url("/1k.txt")],
+    );
     let log = ng.log();
     assert_eq!(u(&run, "results.responses"), 3000);
     assert_eq!(log.len(), 3000, "nginx logged every request, no more");
@@ -30,20 +73,22 @@ fn keep_alive_counts_and_bytes_match_the_access_log() {
     assert!(conns.len() <= 12, "{} connections for -c 12", conns.len());
 }
 
-#[test]
-fn connreqs_1_opens_one_connection_per_request() {
+fn connreqs_1_opens_one_connection_per_request(io: &str) {
     let ng = Nginx::start("", "");
-    let run = run_json(&[
-        "-n",
-        "600",
-        "-c",
-        "10",
-        "-t",
-        "2",
-        "--connreqs",
-        "1",
-        &ng.url("/1k.txt"),
-    ]);
+    let run = run_io(
+        io,
+        &[
+            "-n",
+            "600",
+            "-c",
+            "10",
+            "-t",
+            "2",
+            "--connreqs",
+            "1",
+            &ng.url("/1k.txt"),
+        ],
+    );
     let log = ng.log();
     assert_eq!(u(&run, "results.responses"), 600);
     assert_eq!(log.len(), 600);
@@ -53,21 +98,23 @@ fn connreqs_1_opens_one_connection_per_request() {
     assert!(log.iter().all(|l| l.connection_requests == 1));
 }
 
-#[test]
-fn connreqs_4_opens_a_quarter() {
+fn connreqs_4_opens_a_quarter(io: &str) {
     let ng = Nginx::start("", "");
     let c = 8u64;
-    let run = run_json(&[
-        "-n",
-        "800",
-        "-c",
-        "8",
-        "-t",
-        "2",
-        "--connreqs",
-        "4",
-        &ng.url("/1k.txt"),
-    ]);
+    let run = run_io(
+        io,
+        &[
+            "-n",
+            "800",
+            "-c",
+            "8",
+            "-t",
+            "2",
+            "--connreqs",
+            "4",
+            &ng.url("/1k.txt"),
+        ],
+    );
     let log = ng.log();
     assert_eq!(u(&run, "results.responses"), 800);
     assert_eq!(log.len(), 800);
@@ -85,14 +132,16 @@ fn connreqs_4_opens_a_quarter() {
     assert!(full >= 200 - c, "{full} connections served all 4 requests");
 }
 
-#[test]
-fn status_codes_match_including_404s() {
+fn status_codes_match_including_404s(io: &str) {
     // About a third of requests get a 404, chosen at random per request.
     let ng = Nginx::start(
         r#"split_clients "${request_id}" $missing { 33% yes; * no; }"#,
         r#"location / { if ($missing = yes) { return 404; } }"#,
     );
-    let run = run_json(&["-n", "1500", "-c", "6", "-t", "2", &ng.url("/1k.txt")]);
+    let run = run_io(
+        io,
+        &["-n", "1500", "-c", "6", "-t", "2", &ng.url("/1k.txt")],
+    );
     let log = ng.log();
     let logged_404 = log.iter().filter(|l| l.status == 404).count() as u64;
     let logged_200 = log.iter().filter(|l| l.status == 200).count() as u64;
@@ -107,8 +156,7 @@ fn status_codes_match_including_404s() {
     );
 }
 
-#[test]
-fn chunked_gzip_responses_are_framed() {
+fn chunked_gzip_responses_are_framed(io: &str) {
     let ng = Nginx::start("gzip on; gzip_min_length 0; gzip_types text/plain;", "");
     // Check nginx really chunks this response, or the test proves nothing.
     let mut s = std::net::TcpStream::connect(("127.0.0.1", ng.port)).unwrap();
@@ -125,17 +173,20 @@ fn chunked_gzip_responses_are_framed() {
         "{resp}"
     );
 
-    let run = run_json(&[
-        "-n",
-        "2000",
-        "-c",
-        "8",
-        "-t",
-        "2",
-        "-H",
-        "Accept-Encoding: gzip",
-        &ng.url("/1k.txt"),
-    ]);
+    let run = run_io(
+        io,
+        &[
+            "-n",
+            "2000",
+            "-c",
+            "8",
+            "-t",
+            "2",
+            "-H",
+            "Accept-Encoding: gzip",
+            &ng.url("/1k.txt"),
+        ],
+    );
     let log = ng.log();
     assert_eq!(u(&run, "results.responses"), 2000);
     assert_eq!(log.len(), 2001, "2000 from loadlens + the check above");
@@ -144,10 +195,12 @@ fn chunked_gzip_responses_are_framed() {
     assert_eq!(u(&run, "results.bytes_read"), sent);
 }
 
-#[test]
-fn large_bodies_and_head_requests() {
+fn large_bodies_and_head_requests(io: &str) {
     let ng = Nginx::start("", "");
-    let run = run_json(&["-n", "300", "-c", "4", "-t", "1", &ng.url("/91k.bin")]);
+    let run = run_io(
+        io,
+        &["-n", "300", "-c", "4", "-t", "1", &ng.url("/91k.bin")],
+    );
     let log = ng.log();
     assert_eq!(u(&run, "results.responses"), 300);
     assert_eq!(
@@ -156,17 +209,20 @@ fn large_bodies_and_head_requests() {
     );
     assert!(u(&run, "results.bytes_read") > 300 * 93_184);
 
-    let run = run_json(&[
-        "-n",
-        "200",
-        "-c",
-        "4",
-        "-t",
-        "1",
-        "-m",
-        "HEAD",
-        &ng.url("/91k.bin"),
-    ]);
+    let run = run_io(
+        io,
+        &[
+            "-n",
+            "200",
+            "-c",
+            "4",
+            "-t",
+            "1",
+            "-m",
+            "HEAD",
+            &ng.url("/91k.bin"),
+        ],
+    );
     assert_eq!(u(&run, "results.responses"), 200);
     assert_eq!(u(&run, "results.errors.timeout"), 0);
     assert!(
@@ -175,10 +231,9 @@ fn large_bodies_and_head_requests() {
     );
 }
 
-#[test]
-fn duration_run_counts_at_most_what_nginx_served() {
+fn duration_run_counts_at_most_what_nginx_served(io: &str) {
     let ng = Nginx::start("", "");
-    let run = run_json(&["-d", "1s", "-c", "8", "-t", "2", &ng.url("/1k.txt")]);
+    let run = run_io(io, &["-d", "1s", "-c", "8", "-t", "2", &ng.url("/1k.txt")]);
     let log = ng.log();
     let got = u(&run, "results.responses");
     assert!(got > 100);
@@ -198,11 +253,10 @@ fn duration_run_counts_at_most_what_nginx_served() {
     assert_eq!(in_timeline, got, "the timeline accounts for every response");
 }
 
-#[test]
-fn server_connection_close_is_honoured() {
+fn server_connection_close_is_honoured(io: &str) {
     // keepalive_requests 3: nginx sends `Connection: close` on every third response.
     let ng = Nginx::start("", "keepalive_requests 3;");
-    let run = run_json(&["-n", "300", "-c", "3", "-t", "1", &ng.url("/1k.txt")]);
+    let run = run_io(io, &["-n", "300", "-c", "3", "-t", "1", &ng.url("/1k.txt")]);
     assert_eq!(u(&run, "results.responses"), 300);
     assert_eq!(run["results"]["errors"]["read"], 0);
     assert!(u(&run, "results.connections_opened") >= 100);
@@ -310,10 +364,9 @@ fn open_loop_keeps_the_rate_and_shows_what_closed_loop_hides() {
 
 /// A timed run: every request nginx logged is either a response loadlens counted or
 /// one it reports as in flight when time was up (before, those `-c` requests vanished).
-#[test]
-fn a_timed_run_accounts_for_the_requests_in_flight_at_the_end() {
+fn a_timed_run_accounts_for_the_requests_in_flight_at_the_end(io: &str) {
     let ng = Nginx::start("", "");
-    let run = run_json(&["-d", "3s", "-c", "20", "-t", "2", &ng.url("/1k.txt")]);
+    let run = run_io(io, &["-d", "3s", "-c", "20", "-t", "2", &ng.url("/1k.txt")]);
     // nginx writes the log line of an interrupted request when it notices the close.
     std::thread::sleep(std::time::Duration::from_millis(300));
     let log = ng.log();

@@ -48,6 +48,9 @@ pub fn render(run: &Run, latency: bool) -> String {
             String::new()
         }
     );
+    if let Some(note) = &r.io_note {
+        let _ = writeln!(o, "  {note}");
+    }
     let _ = writeln!(
         o,
         "  Thread Stats{:>6}{:>11}{:>8}{:>12}",

@@ -1,0 +1,116 @@
+//! The io_uring backend: chosen by default where the kernel allows it, refused with a
+//! one-line note and epoll in its place, kept for what only epoll drives (TLS, HTTP/2),
+//! and its batching wait shown apart from the latency.
+
+mod common;
+
+use common::{loadlens, run_json, u, Nginx};
+
+#[test]
+fn io_uring_is_the_default_and_shows_its_batching_wait_apart() {
+    let ng = Nginx::start("", "");
+    let run = run_json(&["-n", "2000", "-c", "8", "-t", "1", &ng.url("/1k.txt")]);
+    assert_eq!(
+        run["results"]["io"], "io_uring",
+        "{}",
+        run["results"]["io_note"]
+    );
+    assert!(run["results"]["io_note"].is_null());
+    assert_eq!(u(&run, "results.responses"), 2000);
+    assert_eq!(ng.log().len(), 2000);
+    // Every response's wait between the kernel's arrival stamp and the loop.
+    assert_eq!(u(&run, "results.phases.held.count"), 2000);
+    let epoll = run_json(&["-n", "500", "-c", "4", "--io", "epoll", &ng.url("/1k.txt")]);
+    assert_eq!(epoll["results"]["io"], "epoll");
+    assert!(epoll["results"]["io_note"].is_null(), "asked for: no note");
+    assert!(epoll["results"]["phases"]["held"].is_null());
+}
+
+/// A kernel that refuses the ring (simulated): the run goes on over epoll, says so in
+/// one line and in the Run, and exits 0.
+#[test]
+fn a_refused_ring_falls_back_to_epoll_with_a_one_line_note() {
+    let ng = Nginx::start("", "");
+    let dir = tempfile::tempdir().unwrap();
+    let json = dir.path().join("run.json");
+    let out = loadlens()
+        .env("LOADLENS_NO_IO_URING", "1")
+        .args(["run", "-n", "300", "-c", "4", "--io", "uring", "--no-watch"])
+        .arg("--json")
+        .arg(&json)
+        .arg(ng.url("/1k.txt"))
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let text = String::from_utf8_lossy(&out.stdout);
+    let notes: Vec<&str> = text.lines().filter(|l| l.contains("io_uring")).collect();
+    assert_eq!(
+        notes,
+        ["  io_uring unavailable (disabled by LOADLENS_NO_IO_URING): epoll used"],
+        "{text}"
+    );
+    let run: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(&json).unwrap()).unwrap();
+    assert_eq!(run["results"]["io"], "epoll");
+    assert_eq!(u(&run, "results.responses"), 300);
+    assert_eq!(ng.log().len(), 300);
+    // The default (no --io) falls back the same way.
+    let out = loadlens()
+        .env("LOADLENS_NO_IO_URING", "1")
+        .args(["run", "-n", "100", "-c", "2", "--no-watch", "--json", "-"])
+        .arg(ng.url("/1k.txt"))
+        .output()
+        .unwrap();
+    let run: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(run["results"]["io"], "epoll");
+    assert!(run["results"]["io_note"]
+        .as_str()
+        .unwrap()
+        .starts_with("io_uring unavailable"));
+}
+
+/// TLS stays on epoll: asked for io_uring by name, the Run says why not.
+#[test]
+fn tls_runs_on_epoll_and_says_so_when_io_uring_was_asked_for() {
+    let ng = Nginx::start_tls("", "ssl");
+    let url = ng.https_url("/1k.txt");
+    let run = run_json(&["-n", "200", "-c", "2", "--insecure", "--io", "uring", &url]);
+    assert_eq!(run["results"]["io"], "epoll");
+    assert_eq!(
+        run["results"]["io_note"],
+        "io_uring drives plain-text HTTP/1.1 only: TLS runs on epoll"
+    );
+    assert_eq!(u(&run, "results.responses"), 200);
+    // By default nothing is said: epoll is simply what TLS uses.
+    let run = run_json(&["-n", "100", "-c", "2", "--insecure", &url]);
+    assert_eq!(run["results"]["io"], "epoll");
+    assert!(run["results"]["io_note"].is_null());
+}
+
+/// Large bodies are discarded unread after their head: every byte is still counted, and
+/// connections closed by the server mid-stream are not lost.
+#[test]
+fn large_bodies_discarded_unread_are_counted_to_the_byte() {
+    let ng = Nginx::start("", "keepalive_requests 7;");
+    let run = run_json(&["-n", "700", "-c", "6", "-t", "2", &ng.url("/91k.bin")]);
+    let log = ng.log();
+    assert_eq!(run["results"]["io"], "io_uring");
+    assert_eq!(u(&run, "results.responses"), 700);
+    assert_eq!(log.len(), 700);
+    assert_eq!(
+        u(&run, "results.bytes_read"),
+        log.iter().map(|l| l.bytes_sent).sum::<u64>()
+    );
+    assert_eq!(
+        u(&run, "results.errors.parse") + u(&run, "results.errors.read"),
+        0
+    );
+    assert!(
+        u(&run, "results.connections_opened") >= 100,
+        "keepalive_requests 7 honoured"
+    );
+}
