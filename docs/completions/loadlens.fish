@@ -60,6 +60,9 @@ complete -c loadlens -n "__fish_loadlens_using_subcommand run" -l body -d 'Reque
 complete -c loadlens -n "__fish_loadlens_using_subcommand run" -l body-file -d 'Read the request body from a file' -r -F
 complete -c loadlens -n "__fish_loadlens_using_subcommand run" -l timeout -d 'Per-request timeout; a request unanswered after it counts as a timeout' -r
 complete -c loadlens -n "__fish_loadlens_using_subcommand run" -l max-concurrent-streams -d 'HTTP/2: requests in flight on each connection (h2load\'s -m)' -r
+complete -c loadlens -n "__fish_loadlens_using_subcommand run" -l io -d 'Socket I/O of the workers: io_uring (one system call per loop for all connections; plain-text HTTP/1.1) or epoll. Default: io_uring where the kernel allows it, else epoll' -r -f -a "auto\t''
+uring\t''
+epoll\t''"
 complete -c loadlens -n "__fish_loadlens_using_subcommand run" -l sample -d 'Sampling interval of the watch, e.g. 1s, 100ms' -r
 complete -c loadlens -n "__fish_loadlens_using_subcommand run" -l server-pid -d 'The server\'s process id (repeatable); its children are watched too. Needed when the server runs in another network namespace' -r
 complete -c loadlens -n "__fish_loadlens_using_subcommand run" -l server-name -d 'Watch the processes with this command name (repeatable), e.g. nginx, php-fpm8.2' -r
@@ -102,6 +105,9 @@ complete -c loadlens -n "__fish_loadlens_using_subcommand sweep" -l body -d 'Req
 complete -c loadlens -n "__fish_loadlens_using_subcommand sweep" -l body-file -d 'Read the request body from a file' -r -F
 complete -c loadlens -n "__fish_loadlens_using_subcommand sweep" -l timeout -d 'Per-request timeout; a request unanswered after it counts as a timeout' -r
 complete -c loadlens -n "__fish_loadlens_using_subcommand sweep" -l max-concurrent-streams -d 'HTTP/2: requests in flight on each connection (h2load\'s -m)' -r
+complete -c loadlens -n "__fish_loadlens_using_subcommand sweep" -l io -d 'Socket I/O of the workers: io_uring (one system call per loop for all connections; plain-text HTTP/1.1) or epoll. Default: io_uring where the kernel allows it, else epoll' -r -f -a "auto\t''
+uring\t''
+epoll\t''"
 complete -c loadlens -n "__fish_loadlens_using_subcommand sweep" -l sample -d 'Sampling interval of the watch, e.g. 1s, 100ms' -r
 complete -c loadlens -n "__fish_loadlens_using_subcommand sweep" -l server-pid -d 'The server\'s process id (repeatable); its children are watched too. Needed when the server runs in another network namespace' -r
 complete -c loadlens -n "__fish_loadlens_using_subcommand sweep" -l server-name -d 'Watch the processes with this command name (repeatable), e.g. nginx, php-fpm8.2' -r

@@ -11,6 +11,13 @@
 //!   completion unless they fail;
 //! - with `--connreqs`, connect and close go through the ring too (after a `socket()`).
 //!
+//! DESIGN: TLS and HTTP/2 stay on epoll. rustls wants to own the reads and writes of its
+//! records; feeding it from ring completions means a copy per record and a second buffer
+//! per connection, which is most of what io_uring saves, and TLS's own CPU (the
+//! ciphers) dwarfs the system calls anyway. HTTP/2 multiplexes many requests per
+//! connection, so it already makes few system calls per response. Both are recorded in
+//! the Run (`results.io`, and `io_note` when io_uring was asked for by name).
+//!
 //! The bookkeeping (budget, timing, counting, timeline) is the epoll loop's own
 //! (`worker.rs`, `h1.rs`), shared through `Loop`. A stale completion (its connection
 //! was replaced since) is recognised by the slot's generation in its user data.
@@ -81,6 +88,8 @@ struct Slot {
     carry: Vec<u8>,
     /// Where a discard of a body's rest stands.
     discarding: Discarding,
+    /// Its connect has not completed.
+    connecting: bool,
     /// The slot is in `Uring::discards`.
     discard_queued: bool,
     /// The discarding receive's message, made on first use.
@@ -104,7 +113,8 @@ struct Uring<'a> {
     addr_len: libc::socklen_t,
     domain: i32,
     /// Requests longer than a segment are sent with Nagle off (a short request leaves in
-    /// one segment anyway, and the option costs a system call per connection).
+    /// one segment anyway, and the option costs a system call per connection). Such a
+    /// request may also still be sending when its connection is closed.
     nodelay: bool,
     /// A head or line longer than this is a parse error, as in the epoll loop.
     max_carry: usize,
@@ -116,9 +126,12 @@ struct Uring<'a> {
     /// Slots whose request was queued in this iteration: it leaves at the next enter,
     /// and its time is taken then.
     queued: Vec<usize>,
-    /// Responses per microsecond lately, and when/at what count it was last measured.
+    /// Completions per microsecond lately, and when/at what count it was last measured.
     rate: f64,
     rate_at: (Instant, u64),
+    /// Completions handled so far (the rate above counts these: a response on a new
+    /// connection brings several — connect, data, end).
+    completions: u64,
     /// The arrival time of the receive being handled, from its timestamp.
     arrived: Option<Instant>,
 }
@@ -178,6 +191,7 @@ pub fn run(w: &Worker<Plain>) -> io::Result<ThreadStats> {
         queued: Vec::with_capacity(w.connections),
         rate: 0.0,
         rate_at: (Instant::now(), 0),
+        completions: 0,
         arrived: None,
     };
     let now = Instant::now();
@@ -258,6 +272,7 @@ impl Uring<'_> {
                     .completion()
                     .map(|c| (c.user_data(), c.result(), c.flags())),
             );
+            self.completions += cqes.len() as u64;
             for &(ud, res, flags) in &cqes {
                 self.complete(ud, res, flags);
             }
@@ -286,8 +301,8 @@ impl Uring<'_> {
             if now >= next_sweep {
                 let (at, count) = self.rate_at;
                 let us = now.saturating_duration_since(at).as_secs_f64() * 1e6;
-                self.rate = (self.lp.stats.responses - count) as f64 / us.max(1.0);
-                self.rate_at = (now, self.lp.stats.responses);
+                self.rate = (self.completions - count) as f64 / us.max(1.0);
+                self.rate_at = (now, self.completions);
                 for i in 0..self.conns.len() {
                     self.sweep(i, now);
                 }
@@ -368,6 +383,7 @@ impl Uring<'_> {
         c.phase = Phase::Connecting;
         let slot = &mut self.slots[i];
         slot.fd = Some(fd);
+        slot.connecting = true;
         let ud = user_data(i, slot.gen, CONNECT);
         let addr = (&*self.addr as *const libc::sockaddr_storage).cast();
         let sqe = opcode::Connect::new(types::Fd(fd), addr, self.addr_len)
@@ -383,19 +399,28 @@ impl Uring<'_> {
         let Some(fd) = slot.fd.take() else {
             return;
         };
+        // Operations still in flight on the socket hold it open: cancel them first. A
+        // request that fits the socket's buffer was sent when it was submitted, so after
+        // a response that ended with the server's FIN (one request per connection)
+        // nothing is left and the cancel is saved.
+        let busy =
+            slot.recv || slot.connecting || slot.discarding != Discarding::No || self.nodelay;
         slot.gen = slot.gen.wrapping_add(1);
         slot.recv = false;
+        slot.connecting = false;
         slot.discarding = Discarding::No;
         slot.carry.clear();
-        let cancel = opcode::AsyncCancel2::new(types::CancelBuilder::fd(types::Fd(fd)).all())
-            .build()
-            .flags(squeue::Flags::IO_HARDLINK | squeue::Flags::SKIP_SUCCESS)
-            .user_data(IGNORED);
+        if busy {
+            let cancel = opcode::AsyncCancel2::new(types::CancelBuilder::fd(types::Fd(fd)).all())
+                .build()
+                .flags(squeue::Flags::IO_HARDLINK | squeue::Flags::SKIP_SUCCESS)
+                .user_data(IGNORED);
+            self.push(cancel);
+        }
         let close = opcode::Close::new(types::Fd(fd))
             .build()
             .flags(squeue::Flags::SKIP_SUCCESS)
             .user_data(IGNORED);
-        self.push(cancel);
         self.push(close);
     }
 

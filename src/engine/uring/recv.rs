@@ -27,7 +27,10 @@ impl Uring<'_> {
         if current {
             let now = Instant::now();
             match op {
-                CONNECT => self.connected(i, res, now),
+                CONNECT => {
+                    slot.connecting = false;
+                    self.connected(i, res, now)
+                }
                 RECV => {
                     if !cqueue::more(flags) {
                         slot.recv = false;
