@@ -132,11 +132,31 @@ fn one_busy_thread_of_many_is_an_event_loop_at_its_limit() {
         f.title
     );
     assert!(f.fix.contains("`cluster` module"), "{}", f.fix);
-    // The same CPU spread over its threads (busiest 30%): far from any limit.
+    // Connections waiting in its accept queue: the thread's CPU, not a connection
+    // limit, is why they wait.
+    for q in run
+        .evidence
+        .as_mut()
+        .unwrap()
+        .window
+        .listen_queues
+        .iter_mut()
+    {
+        q.samples_queued = q.samples;
+        q.max_queue = 40;
+    }
+    let ids: Vec<String> = diagnose(&run).into_iter().map(|f| f.id).collect();
+    assert!(ids.contains(&"server-cpu-saturated".to_string()), "{ids:?}");
+    assert!(!ids.contains(&"connection-limit".to_string()), "{ids:?}");
+    // The same CPU spread over its threads (busiest 30%): far from any CPU limit, so
+    // the waiting connections point at a connection limit.
     for p in run.evidence.as_mut().unwrap().window.processes.iter_mut() {
         p.busiest_thread_pct = Some(30.0);
     }
-    assert!(!diagnose(&run)
-        .iter()
-        .any(|f| f.id == "server-cpu-saturated"));
+    let ids: Vec<String> = diagnose(&run).into_iter().map(|f| f.id).collect();
+    assert!(
+        !ids.contains(&"server-cpu-saturated".to_string()),
+        "{ids:?}"
+    );
+    assert!(ids.contains(&"connection-limit".to_string()), "{ids:?}");
 }

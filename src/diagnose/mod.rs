@@ -347,6 +347,23 @@ impl<'a> Ctx<'a> {
         p.cpu_demand_pct() / self.worker_cores(p)
     }
 
+    /// How close a worker is to its CPU limit, percent: its busiest thread when that one
+    /// thread is at a core's limit and ahead of the process's share (an event loop, e.g.
+    /// Node's main thread, holds the pace however idle the other threads are), else its
+    /// CPU share of the cores it can use.
+    pub fn worker_load_pct(&self, p: &ProcRates) -> f64 {
+        match self.one_thread_bound(p) {
+            Some(t) => t,
+            None => self.worker_cpu_share(p),
+        }
+    }
+
+    /// The busiest thread's CPU when that one thread holds the worker at a core's limit.
+    pub fn one_thread_bound(&self, p: &ProcRates) -> Option<f64> {
+        p.busiest_thread_pct
+            .filter(|t| *t >= 90.0 && *t >= self.worker_cpu_share(p))
+    }
+
     /// The CPUs the server may use: its workers' affinity where known, else every
     /// online CPU.
     pub fn server_cpus(&self) -> u32 {

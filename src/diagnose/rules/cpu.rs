@@ -87,14 +87,8 @@ pub(super) fn server_cpu_saturated(c: &Ctx) -> Option<Finding> {
     let cpus = c.server_cpus();
     // A process of many threads whose busiest thread is at a core's limit is held by
     // that thread (an event loop: Node's main thread), however idle the others are.
-    let one_thread = |p: &crate::run::ProcRates| {
-        p.busiest_thread_pct
-            .filter(|t| *t >= 90.0 && *t >= c.worker_cpu_share(p))
-    };
-    let share = |p: &crate::run::ProcRates| match one_thread(p) {
-        Some(t) => t,
-        None => c.worker_cpu_share(p),
-    };
+    let one_thread = |p: &crate::run::ProcRates| c.one_thread_bound(p);
+    let share = |p: &crate::run::ProcRates| c.worker_load_pct(p);
     let w = workers
         .iter()
         .max_by(|a, b| share(a).total_cmp(&share(b)))

@@ -157,7 +157,7 @@ fn waiting_to_be_accepted<'a>(c: &Ctx<'a>) -> Option<&'a crate::run::QueueMax> {
     let busy = c
         .front_workers()
         .iter()
-        .any(|p| c.worker_cpu_share(p) >= 80.0);
+        .any(|p| c.worker_load_pct(p) >= 80.0);
     let queued = q.samples_queued * 2 >= q.samples.max(1) && q.max_queue >= 10;
     (queued && !busy).then_some(q)
 }
