@@ -25,71 +25,54 @@ pub enum Knob {
     Reuseport,
 }
 
-/// The fix phrase for `knob` in `kind`'s own terms, or `None` when loadlens does not
-/// know the server (or the server has no such knob): the caller words it generically.
-pub fn knob(kind: ServerKind, knob: Knob) -> Option<&'static str> {
+/// A knob in `kind`'s own terms: the fix phrase, and the directive whose current value
+/// shows it (for `(now …)`) where loadlens reads one. `None` when loadlens does not know
+/// the server (or the server has no such knob): the caller words it generically.
+fn entry(kind: ServerKind, knob: Knob) -> Option<(&'static str, Option<&'static str>)> {
     use Knob::*;
     use ServerKind::*;
     Some(match (kind, knob) {
-        (Nginx, Workers) => "`worker_processes auto;`",
-        (Nginx, Connections) => {
-            "`worker_connections` in the events block, with `worker_rlimit_nofile` at least as high"
-        }
-        (Nginx, Backlog) => "the nginx `listen ... backlog=`",
-        (Nginx, OpenFiles) => "`worker_rlimit_nofile 65535;` (and `LimitNOFILE=` in its unit)",
-        (Nginx, Affinity) => "`worker_cpu_affinity`",
-        (Nginx, UpstreamReuse) => {
-            "`keepalive 32;` (and `keepalive_requests` high) in the upstream block with `proxy_http_version 1.1; proxy_set_header Connection \"\";` (FastCGI: `fastcgi_keep_conn on;`)"
-        }
-        (Nginx, Reuseport) => "`listen ... reuseport;`",
-        (Apache, Workers) => "`ServerLimit` × `ThreadsPerChild` (the MPM's processes and threads)",
-        (Apache, Connections) => {
-            "`MaxRequestWorkers` (with `ServerLimit` × `ThreadsPerChild` at least as high)"
-        }
-        (Apache, Backlog) => "Apache's `ListenBacklog`",
-        (Apache, OpenFiles) => {
-            "`APACHE_ULIMIT_MAX_FILES` in /etc/apache2/envvars (or `LimitNOFILE=` in its unit)"
-        }
-        (Apache, UpstreamReuse) => "`enablereuse=on` on the `ProxyPass` worker",
-        (Haproxy, Workers) => "`nbthread` in the global section",
-        (Haproxy, Connections) => "`maxconn` in the global section (and the frontend's)",
-        (Haproxy, Backlog) => "`backlog` on the frontend (it follows the frontend's `maxconn`)",
-        (Haproxy, OpenFiles) => "`ulimit-n` (HAProxy derives it from `maxconn`)",
-        (Haproxy, Affinity) => "`cpu-map`",
-        (Haproxy, UpstreamReuse) => "`http-reuse always` in the backend",
-        (Node, Workers) => "the `cluster` module (one process per CPU, sharing the port)",
-        (Node, Connections) => "`server.maxConnections`",
-        (Node, Backlog) => "the `backlog` argument of `server.listen()` (default 511)",
-        (Envoy, Workers) => "`--concurrency` (worker threads)",
-        (Envoy, Connections) => {
-            "the listener's connection limit (overload manager `downstream_connections`, cluster `circuit_breakers`)"
-        }
-        (Envoy, Backlog) => "the listener's `tcp_backlog_size`",
-        (Caddy, Workers) => "`GOMAXPROCS` (Caddy's threads)",
-        (PhpFpm, Workers | Connections) => "`pm.max_children` in the pool",
-        (PhpFpm, Backlog) => "`listen.backlog` in the pool",
-        (PhpFpm, OpenFiles) => "`rlimit_files` in php-fpm.conf",
+        (Nginx, Workers) => ("`worker_processes auto;`", Some("worker_processes")),
+        (Nginx, Connections) => ("`worker_connections` in the events block, with `worker_rlimit_nofile` at least as high", Some("worker_connections")),
+        (Nginx, Backlog) => ("the nginx `listen ... backlog=`", Some("listen")),
+        (Nginx, OpenFiles) => ("`worker_rlimit_nofile 65535;` (and `LimitNOFILE=` in its unit)", Some("worker_rlimit_nofile")),
+        (Nginx, Affinity) => ("`worker_cpu_affinity`", None),
+        (Nginx, UpstreamReuse) => ("`keepalive 32;` (and `keepalive_requests` high) in the upstream block with `proxy_http_version 1.1; proxy_set_header Connection \"\";` (FastCGI: `fastcgi_keep_conn on;`)", None),
+        (Nginx, Reuseport) => ("`listen ... reuseport;`", None),
+        (Apache, Workers) => ("`ServerLimit` × `ThreadsPerChild` (the MPM's processes and threads)", Some("ThreadsPerChild")),
+        (Apache, Connections) => ("`MaxRequestWorkers` (with `ServerLimit` × `ThreadsPerChild` at least as high)", Some("MaxRequestWorkers")),
+        (Apache, Backlog) => ("Apache's `ListenBacklog`", Some("ListenBacklog")),
+        (Apache, OpenFiles) => ("`APACHE_ULIMIT_MAX_FILES` in /etc/apache2/envvars (or `LimitNOFILE=` in its unit)", None),
+        (Apache, UpstreamReuse) => ("`enablereuse=on` on the `ProxyPass` worker", None),
+        (Haproxy, Workers) => ("`nbthread` in the global section", Some("nbthread")),
+        (Haproxy, Connections) => ("`maxconn` in the global section (and the frontend's)", Some("maxconn")),
+        (Haproxy, Backlog) => ("`backlog` on the frontend (it follows the frontend's `maxconn`)", Some("backlog")),
+        (Haproxy, OpenFiles) => ("`ulimit-n` (HAProxy derives it from `maxconn`)", None),
+        (Haproxy, Affinity) => ("`cpu-map`", None),
+        (Haproxy, UpstreamReuse) => ("`http-reuse always` in the backend", None),
+        (Node, Workers) => ("the `cluster` module (one process per CPU, sharing the port)", None),
+        (Node, Connections) => ("`server.maxConnections`", None),
+        (Node, Backlog) => ("the `backlog` argument of `server.listen()` (default 511)", None),
+        (Envoy, Workers) => ("`--concurrency` (worker threads)", None),
+        (Envoy, Connections) => ("the listener's connection limit (overload manager `downstream_connections`, cluster `circuit_breakers`)", None),
+        (Envoy, Backlog) => ("the listener's `tcp_backlog_size`", None),
+        (Caddy, Workers) => ("`GOMAXPROCS` (Caddy's threads)", None),
+        (PhpFpm, Workers | Connections) => ("`pm.max_children` in the pool", None),
+        (PhpFpm, Backlog) => ("`listen.backlog` in the pool", None),
+        (PhpFpm, OpenFiles) => ("`rlimit_files` in php-fpm.conf", None),
         _ => return None,
     })
 }
 
+/// The fix phrase for `knob` in `kind`'s own terms, or `None` when loadlens does not
+/// know the server (or the server has no such knob): the caller words it generically.
+pub fn knob(kind: ServerKind, knob: Knob) -> Option<&'static str> {
+    entry(kind, knob).map(|(phrase, _)| phrase)
+}
+
 /// The directive whose current value shows a knob, for `(now …)`.
 pub fn setting(kind: ServerKind, knob: Knob) -> Option<&'static str> {
-    use Knob::*;
-    use ServerKind::*;
-    Some(match (kind, knob) {
-        (Nginx, Workers) => "worker_processes",
-        (Nginx, Connections) => "worker_connections",
-        (Nginx, Backlog) => "listen",
-        (Nginx, OpenFiles) => "worker_rlimit_nofile",
-        (Apache, Workers) => "ThreadsPerChild",
-        (Apache, Connections) => "MaxRequestWorkers",
-        (Apache, Backlog) => "ListenBacklog",
-        (Haproxy, Workers) => "nbthread",
-        (Haproxy, Connections) => "maxconn",
-        (Haproxy, Backlog) => "backlog",
-        _ => return None,
-    })
+    entry(kind, knob).and_then(|(_, setting)| setting)
 }
 
 #[cfg(test)]
