@@ -555,3 +555,20 @@ pub fn assert_ok(out: &std::process::Output) {
         String::from_utf8_lossy(&out.stderr)
     );
 }
+
+/// Whether a Run that was meant for io_uring ran on it. `false` (with a line on stderr)
+/// only where the kernel refused the ring and the Run says so: a machine without
+/// io_uring then tests the epoll path it fell back to. Any other backend is a failure.
+pub fn ran_on_io_uring(run: &Value) -> bool {
+    let io = &run["results"]["io"];
+    if io == "io_uring" {
+        return true;
+    }
+    let note = run["results"]["io_note"].as_str().unwrap_or("");
+    assert!(
+        io == "epoll" && note.starts_with("io_uring unavailable ("),
+        "expected io_uring or the fallback note: io {io}, note {note:?}"
+    );
+    eprintln!("this kernel refuses io_uring ({note}): its epoll fallback was tested");
+    false
+}
