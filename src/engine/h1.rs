@@ -95,16 +95,9 @@ impl<T: Transport> Loop<'_, T> {
                         }
                         Err(_) => return self.request_failed(ErrorKind::Read),
                     };
-                    self.stats.bytes_read += n as u64;
-                    self.interval_bytes += n as u64;
+                    self.count_read(c, n, now);
                     if n == 0 {
                         return self.on_eof(c, now);
-                    }
-                    if !c.got_first {
-                        c.got_first = true;
-                        c.first_at = now;
-                        let us = us_between(c.since, now).max(1);
-                        self.stats.phases.ttfb.saturating_record(us);
                     }
                     c.drained = n < space && !c.hup;
                     let end = c.pending + n;
@@ -114,17 +107,7 @@ impl<T: Transport> Loop<'_, T> {
                             let left = end - fed.consumed;
                             match fed.complete {
                                 Some(done) => {
-                                    c.pending = 0;
-                                    if left > 0 {
-                                        // Bytes after the response to the only request in
-                                        // flight (two responses for one request): the
-                                        // response counts, the extra is the server's
-                                        // protocol error, and the framing is lost.
-                                        self.record(c, &done, now);
-                                        self.stats.unsolicited += 1;
-                                        return Next::Reopen;
-                                    }
-                                    if let Some(next) = self.on_response(c, done, now) {
+                                    if let Some(next) = self.response_in(c, done, left, now) {
                                         return next;
                                     }
                                 }
@@ -182,6 +165,40 @@ impl<T: Transport> Loop<'_, T> {
             self.finish(c);
             Some(Next::Wait)
         }
+    }
+
+    /// `n` bytes of the response in flight were read at `now`: counted, and the first
+    /// of them timed (time to first byte).
+    pub(super) fn count_read<S>(&mut self, c: &mut Conn<S>, n: usize, now: Instant) {
+        self.stats.bytes_read += n as u64;
+        self.interval_bytes += n as u64;
+        if n > 0 && !c.got_first {
+            c.got_first = true;
+            c.first_at = now;
+            let us = us_between(c.since, now).max(1);
+            self.stats.phases.ttfb.saturating_record(us);
+        }
+    }
+
+    /// The parser completed a response with `left` bytes after it. `None`: keep going
+    /// on this connection (see `on_response`).
+    pub(super) fn response_in<S>(
+        &mut self,
+        c: &mut Conn<S>,
+        done: Complete,
+        left: usize,
+        now: Instant,
+    ) -> Option<Next> {
+        c.pending = 0;
+        if left > 0 {
+            // Bytes after the response to the only request in flight (two responses for
+            // one request): the response counts, the extra is the server's protocol
+            // error, and the framing is lost.
+            self.record(c, &done, now);
+            self.stats.unsolicited += 1;
+            return Some(Next::Reopen);
+        }
+        self.on_response(c, done, now)
     }
 
     /// Records a complete response and decides what the connection does next.

@@ -140,18 +140,7 @@ impl<T: Transport> Worker<T> {
 
     /// Runs the load until the deadline, the budget or the stop flag ends it.
     pub fn run(self) -> io::Result<ThreadStats> {
-        let max_latency = self.timeout * 2 + Duration::from_secs(1);
-        let mut lp = Loop {
-            w: &self,
-            poll: Some(Poll::new()?),
-            stats: ThreadStats::new(max_latency),
-            interval: latency_histogram(max_latency),
-            interval_responses: 0,
-            interval_errors: 0,
-            interval_bytes: 0,
-            live: self.connections,
-            paced: BinaryHeap::new(),
-        };
+        let mut lp = Loop::new(&self, Some(Poll::new()?));
         let mut conns: Vec<Conn<T>> = (0..self.connections)
             .map(|i| self.new_conn(i, self.read_buffer))
             .collect();
@@ -349,7 +338,24 @@ pub(super) enum Overdue {
 /// The bookkeeping both loops share (epoll here, io_uring in `uring/`): the budget,
 /// requests begun and recorded, failures counted, the timeline's ticks. Generic over the
 /// connection's socket type `S`, which none of it touches.
-impl<T: Transport> Loop<'_, T> {
+impl<'a, T: Transport> Loop<'a, T> {
+    /// A loop's bookkeeping for worker `w`, before any connection; `poll` is the epoll
+    /// poller (`None` for io_uring).
+    pub(super) fn new(w: &'a Worker<T>, poll: Option<Poll>) -> Self {
+        let max_latency = w.timeout * 2 + Duration::from_secs(1);
+        Loop {
+            w,
+            poll,
+            stats: ThreadStats::new(max_latency),
+            interval: latency_histogram(max_latency),
+            interval_responses: 0,
+            interval_errors: 0,
+            interval_bytes: 0,
+            live: w.connections,
+            paced: BinaryHeap::new(),
+        }
+    }
+
     /// Resets slot `c` for a new connection and claims the budget unit of its first
     /// request; `false` (and the slot is `Done`) when the budget is spent, so no
     /// connection is opened that could never send a request.

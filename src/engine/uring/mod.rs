@@ -34,7 +34,7 @@ use std::time::{Duration, Instant};
 use io_uring::{cqueue, opcode, squeue, types, IoUring};
 
 use super::conn::{Conn, Next, Phase};
-use super::stats::{latency_histogram, ErrorKind, ThreadStats};
+use super::stats::{ErrorKind, ThreadStats};
 use super::transport::Plain;
 use super::worker::{Loop, Overdue, Worker, SWEEP, TICK};
 use bufring::BufRing;
@@ -54,6 +54,13 @@ const QUIESCE: u64 = u64::MAX - 1;
 const BUFFER: usize = 64 * 1024;
 /// How long the end of the run waits for the kernel to hand back every buffer.
 const QUIESCE_WAIT: Duration = Duration::from_secs(1);
+
+/// Whether a completion of operation `op` ends one that writes into our memory (a
+/// multishot receive's last completion, or a discarding receive's only one): counted
+/// down in `Uring::armed`.
+fn ends_writer(op: u8, flags: u32) -> bool {
+    (op == RECV && !cqueue::more(flags)) || op == DISCARD
+}
 
 fn user_data(slot: usize, gen: u32, op: u8) -> u64 {
     ((slot as u64) << 32) | (((gen & 0xFF_FFFF) as u64) << 8) | op as u64
@@ -132,8 +139,6 @@ struct Uring<'a> {
     /// Completions handled so far (the rate above counts these: a response on a new
     /// connection brings several — connect, data, end).
     completions: u64,
-    /// The arrival time of the receive being handled, from its timestamp.
-    arrived: Option<Instant>,
 }
 
 /// Room for one `SCM_TIMESTAMPNS` control message.
@@ -152,19 +157,8 @@ pub fn run(w: &Worker<Plain>) -> io::Result<ThreadStats> {
     let count = n.next_power_of_two().clamp(16, 256) as u16;
     let bufs = BufRing::new(&ring.submitter(), count, BUFFER, 0)?;
     let (addr, addr_len) = sockaddr(w.addr);
-    let max_latency = w.timeout * 2 + Duration::from_secs(1);
     let mut u = Uring {
-        lp: Loop {
-            w,
-            poll: None,
-            stats: ThreadStats::new(max_latency),
-            interval: latency_histogram(max_latency),
-            interval_responses: 0,
-            interval_errors: 0,
-            interval_bytes: 0,
-            live: w.connections,
-            paced: Default::default(),
-        },
+        lp: Loop::new(w, None),
         conns: (0..w.connections).map(|i| w.new_conn(i, 0)).collect(),
         slots: (0..w.connections).map(|_| Slot::default()).collect(),
         ring,
@@ -192,7 +186,6 @@ pub fn run(w: &Worker<Plain>) -> io::Result<ThreadStats> {
         rate: 0.0,
         rate_at: (Instant::now(), 0),
         completions: 0,
-        arrived: None,
     };
     let now = Instant::now();
     for i in 0..u.conns.len() {
@@ -584,8 +577,7 @@ impl Uring<'_> {
                 if c.user_data() == QUIESCE {
                     cancelled = true;
                 }
-                let op = c.user_data() as u8;
-                if (op == RECV && !cqueue::more(c.flags())) || op == DISCARD {
+                if ends_writer(c.user_data() as u8, c.flags()) {
                     self.armed -= 1;
                 }
                 if let Some(bid) = cqueue::buffer_select(c.flags()) {

@@ -7,9 +7,12 @@ use std::time::{Duration, Instant};
 use io_uring::{cqueue, types};
 
 use super::super::conn::{Next, Phase};
+use super::super::http::Complete;
 use super::super::stats::{us_between, ErrorKind};
 use super::sys::arrival_ns;
-use super::{Discarding, Uring, CONNECT, DISCARD, DISCARD_MIN, IGNORED, QUIESCE, RECV, SEND};
+use super::{
+    ends_writer, Discarding, Uring, CONNECT, DISCARD, DISCARD_MIN, IGNORED, QUIESCE, RECV, SEND,
+};
 
 impl Uring<'_> {
     /// One completion.
@@ -19,7 +22,7 @@ impl Uring<'_> {
         }
         let (i, gen, op) = ((ud >> 32) as usize, (ud >> 8) as u32 & 0xFF_FFFF, ud as u8);
         let bid = cqueue::buffer_select(flags);
-        if (op == RECV && !cqueue::more(flags)) || op == DISCARD {
+        if ends_writer(op, flags) {
             self.armed -= 1;
         }
         let slot = &mut self.slots[i];
@@ -40,8 +43,10 @@ impl Uring<'_> {
                         _ => None,
                     };
                     let next = match (res, data) {
-                        (_, Some((_, _, 0))) | (0, _) => self.eof(i, now),
-                        (_, Some((bid, start, len))) => self.received(i, bid, start..start + len),
+                        (_, Some((_, _, 0, _))) | (0, _) => self.eof(i, now),
+                        (_, Some((bid, start, len, at))) => {
+                            self.received(i, bid, start..start + len, at)
+                        }
                         // Out of buffers (armed again below), or stopped for a discard.
                         (e, _) if e == -libc::ENOBUFS || e == -libc::ECANCELED => Next::Wait,
                         (e, _) => self.read_error(i, -e, now),
@@ -108,21 +113,27 @@ impl Uring<'_> {
         }
     }
 
-    /// Where the payload of a receive's buffer lies, and the arrival time (as the
-    /// loop's `now`) carried with it: `(bid, start, len)`; `None` when the buffer is not
-    /// a message (it then counts as a read error).
-    fn unpack(&mut self, bid: u16, n: usize) -> Option<(u16, usize, usize)> {
+    /// Where the payload of a receive's buffer lies, and when it arrived (the kernel's
+    /// timestamp on the loop's clock, else the end of the last wait):
+    /// `(bid, start, len, at)`; `None` when the buffer is not a message (it then counts
+    /// as a read error).
+    fn unpack(&self, bid: u16, n: usize) -> Option<(u16, usize, usize, Instant)> {
         let buf = self.bufs.get(bid, n);
         let out = types::RecvMsgOut::parse(buf, &self.msghdr).ok()?;
         let payload = out.payload_data();
         let start = payload.as_ptr() as usize - buf.as_ptr() as usize;
-        self.arrived = arrival_ns(out.control_data()).map(|ns| self.instant_of(ns));
-        Some((bid, start, payload.len()))
+        let at = arrival_ns(out.control_data()).map_or(self.clock.0, |ns| self.instant_of(ns));
+        Some((bid, start, payload.len(), at))
     }
 
-    /// Bytes of the connection's stream arrived in buffer `bid`, at `range`.
-    fn received(&mut self, i: usize, bid: u16, range: std::ops::Range<usize>) -> Next {
-        let now = self.arrived.take().unwrap_or(self.clock.0);
+    /// Bytes of the connection's stream arrived at `now` in buffer `bid`, at `range`.
+    fn received(
+        &mut self,
+        i: usize,
+        bid: u16,
+        range: std::ops::Range<usize>,
+        now: Instant,
+    ) -> Next {
         let n = range.len();
         let c = &mut self.conns[i];
         match c.phase {
@@ -140,16 +151,7 @@ impl Uring<'_> {
             }
         }
         let lp = &mut self.lp;
-        lp.stats.bytes_read += n as u64;
-        lp.interval_bytes += n as u64;
-        if !c.got_first {
-            c.got_first = true;
-            c.first_at = now;
-            lp.stats
-                .phases
-                .ttfb
-                .saturating_record(us_between(c.since, now).max(1));
-        }
+        lp.count_read(c, n, now);
         let data = &self.bufs.get(bid, range.end)[range.start..];
         let carry = &mut self.slots[i].carry;
         let carried = !carry.is_empty();
@@ -165,17 +167,7 @@ impl Uring<'_> {
         match fed.complete {
             Some(done) => {
                 carry.clear();
-                c.pending = 0;
-                if left > 0 {
-                    // Bytes after the response to the only request in flight: the
-                    // response counts, the extra is the server's protocol error.
-                    lp.record(c, &done, now);
-                    lp.stats.unsolicited += 1;
-                    return Next::Reopen;
-                }
-                let held = us_between(now, self.clock.0);
-                lp.stats.phases.held.saturating_record(held);
-                lp.on_response(c, done, now).unwrap_or(Next::Wait)
+                self.responded(i, done, left, now)
             }
             None => {
                 if carried {
@@ -208,20 +200,15 @@ impl Uring<'_> {
             return self.read_error(i, -res, now);
         }
         let n = res as u64;
-        self.lp.stats.bytes_read += n;
-        self.lp.interval_bytes += n;
         let at = self.slots[i]
             .discard
             .as_ref()
             .and_then(|d| arrival_ns(d.control()))
             .map_or(now, |ns| self.instant_of(ns));
         let c = &mut self.conns[i];
+        self.lp.count_read(c, res as usize, at);
         match c.parser.skip(n) {
-            Some(done) => {
-                let held = us_between(at, self.clock.0);
-                self.lp.stats.phases.held.saturating_record(held);
-                self.lp.on_response(c, done, at).unwrap_or(Next::Wait)
-            }
+            Some(done) => self.responded(i, done, 0, at),
             // The server closed before the body ended.
             None if n == 0 => self.lp.on_eof(c, at),
             // A receive may end early (MSG_WAITALL is not kept when nothing is copied):
@@ -231,6 +218,17 @@ impl Uring<'_> {
                 Next::Wait
             }
         }
+    }
+
+    /// Slot `i`'s response is complete, its last bytes in at `at`, with `left` bytes
+    /// after it: how long it waited to be handled (`held`), then the shared handling.
+    fn responded(&mut self, i: usize, done: Complete, left: usize, at: Instant) -> Next {
+        if left == 0 {
+            let held = us_between(at, self.clock.0);
+            self.lp.stats.phases.held.saturating_record(held);
+        }
+        let c = &mut self.conns[i];
+        self.lp.response_in(c, done, left, at).unwrap_or(Next::Wait)
     }
 
     /// A kernel arrival time (ns since the epoch) on the loop's clock.
