@@ -114,3 +114,51 @@ fn large_bodies_discarded_unread_are_counted_to_the_byte() {
         "keepalive_requests 7 honoured"
     );
 }
+
+/// After a discarded body the next responses are received head first: a small response,
+/// a large one, and a large one whose head alone is longer than what a head's receive
+/// takes, in turn on the same connections, are all counted to the byte.
+#[test]
+fn bodies_changing_size_on_one_connection_are_counted_to_the_byte() {
+    let pad = "p".repeat(3000);
+    let ng = Nginx::start(
+        "",
+        &format!(
+            "location = /mixed {{
+                if ($connection_requests ~ [0-3]$) {{ rewrite ^ /91k.bin last; }}
+                if ($connection_requests ~ [4-6]$) {{ rewrite ^ /1k.txt last; }}
+                rewrite ^ /pad/91k.bin last;
+            }}
+            location /pad/ {{ rewrite ^/pad/(.*)$ /$1 break; add_header X-Pad {pad}; add_header X-Pad2 {pad}; }}"
+        ),
+    );
+    let run = run_json(&[
+        "-n",
+        "900",
+        "-d",
+        "20s",
+        "-c",
+        "3",
+        "-t",
+        "1",
+        &ng.url("/mixed"),
+    ]);
+    let log = ng.log();
+    ran_on_io_uring(&run);
+    assert_eq!(u(&run, "results.responses"), 900);
+    assert_eq!(log.len(), 900);
+    let big = log.iter().filter(|l| l.bytes_sent > 90_000).count();
+    let padded = log.iter().filter(|l| l.bytes_sent > 99_000).count();
+    assert!(
+        big > 300 && padded > 100 && big < 900,
+        "sizes mixed: {big} large, {padded} padded"
+    );
+    assert_eq!(
+        u(&run, "results.bytes_read"),
+        log.iter().map(|l| l.bytes_sent).sum::<u64>()
+    );
+    for e in ["connect", "read", "write", "timeout", "parse", "reset"] {
+        assert_eq!(u(&run, &format!("results.errors.{e}")), 0, "{e} errors");
+    }
+    assert_eq!(u(&run, "results.connections_opened"), 3);
+}

@@ -38,14 +38,17 @@ use super::stats::{ErrorKind, ThreadStats};
 use super::transport::Plain;
 use super::worker::{Loop, Overdue, Worker, SWEEP, TICK};
 use bufring::BufRing;
-use sys::{build, clocks, set_flag, sockaddr, Discard, GetEventsArg};
+use sys::{build, clocks, set_flag, sockaddr, GetEventsArg, OneShot};
 
 const CONNECT: u8 = 1;
 const RECV: u8 = 2;
 const SEND: u8 = 3;
 const DISCARD: u8 = 4;
+const HEAD: u8 = 5;
 /// A Content-Length body with at least this much still to come is discarded unread.
 const DISCARD_MIN: u64 = 16 * 1024;
+/// What a head's one-shot receive copies at most (the head and the body's first bytes).
+const HEAD_LEN: usize = 4096;
 /// Completions nobody waits for (a failed cancel or close).
 const IGNORED: u64 = u64::MAX;
 /// The final cancellation of everything in flight.
@@ -56,10 +59,10 @@ const BUFFER: usize = 64 * 1024;
 const QUIESCE_WAIT: Duration = Duration::from_secs(1);
 
 /// Whether a completion of operation `op` ends one that writes into our memory (a
-/// multishot receive's last completion, or a discarding receive's only one): counted
+/// multishot receive's last completion, or a one-shot receive's only one): counted
 /// down in `Uring::armed`.
 fn ends_writer(op: u8, flags: u32) -> bool {
-    (op == RECV && !cqueue::more(flags)) || op == DISCARD
+    (op == RECV && !cqueue::more(flags)) || op == DISCARD || op == HEAD
 }
 
 fn user_data(slot: usize, gen: u32, op: u8) -> u64 {
@@ -89,7 +92,7 @@ struct Slot {
     fd: Option<RawFd>,
     /// Bumped when the socket is closed, so its late completions are ignored.
     gen: u32,
-    /// A multishot receive is armed on the socket.
+    /// A receive is armed on the socket: multishot, or a head's one-shot (`HEAD`).
     recv: bool,
     /// Bytes of an incomplete head or chunk line carried to the next completion.
     carry: Vec<u8>,
@@ -99,8 +102,10 @@ struct Slot {
     connecting: bool,
     /// The slot is in `Uring::discards`.
     discard_queued: bool,
-    /// The discarding receive's message, made on first use.
-    discard: Option<Box<Discard>>,
+    /// The body of the response in flight is being, or was, discarded unread.
+    discarded: bool,
+    /// The one-shot receives' message (discard or head), made on first use.
+    oneshot: Option<Box<OneShot>>,
 }
 
 struct Uring<'a> {
@@ -116,6 +121,10 @@ struct Uring<'a> {
     deferred: bool,
     /// Slots inside a large body: at the next wait, the rest is discarded unread.
     discards: Vec<usize>,
+    /// The last response completed had its body discarded: the next responses are
+    /// received head first (`recv.rs`), so a large body is not copied before its head
+    /// is seen.
+    head_first: bool,
     addr: Box<libc::sockaddr_storage>,
     addr_len: libc::socklen_t,
     domain: i32,
@@ -166,6 +175,7 @@ pub fn run(w: &Worker<Plain>) -> io::Result<ThreadStats> {
         armed: 0,
         deferred,
         discards: Vec::new(),
+        head_first: false,
         addr,
         addr_len,
         domain: if w.addr.is_ipv4() {
@@ -445,22 +455,6 @@ impl Uring<'_> {
         }
     }
 
-    fn arm_recv(&mut self, i: usize) {
-        let slot = &mut self.slots[i];
-        let Some(fd) = slot.fd else {
-            return;
-        };
-        if slot.recv || slot.discarding != Discarding::No {
-            return;
-        }
-        slot.recv = true;
-        self.armed += 1;
-        let sqe = opcode::RecvMsgMulti::new(types::Fd(fd), &*self.msghdr, self.bufs.group())
-            .build()
-            .user_data(user_data(i, slot.gen, RECV));
-        self.push(sqe);
-    }
-
     fn send(&mut self, i: usize) {
         let Some(fd) = self.slots[i].fd else {
             return;
@@ -478,59 +472,10 @@ impl Uring<'_> {
             .user_data(user_data(i, self.slots[i].gen, SEND));
         c.written = req.len();
         c.phase = Phase::Reading;
+        self.slots[i].discarded = false;
         self.queued.push(i);
         self.push(sqe);
         self.arm_recv(i);
-    }
-
-    /// Slot `i` is inside a Content-Length body with much still to come: its multishot
-    /// receive is asked to stop, and when it has (`discard_rest`) one receive discards
-    /// the rest unread.
-    fn discard(&mut self, i: usize) {
-        let slot = &mut self.slots[i];
-        slot.discard_queued = false;
-        let c = &self.conns[i];
-        let rest = c.parser.body_remaining().unwrap_or(0);
-        if slot.fd.is_none()
-            || c.phase != Phase::Reading
-            || slot.discarding != Discarding::No
-            || rest < DISCARD_MIN
-        {
-            return;
-        }
-        if !slot.recv {
-            self.discard_rest(i);
-            return;
-        }
-        slot.discarding = Discarding::Stopping;
-        let stop = opcode::AsyncCancel::new(user_data(i, slot.gen, RECV))
-            .build()
-            .flags(squeue::Flags::SKIP_SUCCESS)
-            .user_data(IGNORED);
-        self.push(stop);
-    }
-
-    /// The multishot receive of slot `i` has stopped: discard what is left of the body
-    /// (if the response is still incomplete).
-    pub(super) fn discard_rest(&mut self, i: usize) {
-        let slot = &mut self.slots[i];
-        slot.discarding = Discarding::No;
-        let c = &self.conns[i];
-        let (Some(fd), Some(rest)) = (slot.fd, c.parser.body_remaining()) else {
-            return;
-        };
-        if c.phase != Phase::Reading || rest == 0 {
-            return;
-        }
-        slot.discarding = Discarding::Active;
-        let d = slot.discard.get_or_insert_with(Discard::new);
-        d.set_len(rest.min(1 << 30) as usize);
-        let sqe = opcode::RecvMsg::new(types::Fd(fd), &mut d.hdr)
-            .flags((libc::MSG_TRUNC | libc::MSG_WAITALL) as u32)
-            .build()
-            .user_data(user_data(i, slot.gen, DISCARD));
-        self.armed += 1;
-        self.push(sqe);
     }
 
     /// Time-based checks for slot `i`: request/connect timeouts and retries.

@@ -1,17 +1,26 @@
-//! Completions of the io_uring loop: connects, receives (payload and arrival time out
-//! of a multishot `recvmsg`'s buffer, fed to the response parser), failed sends.
+//! Receives of the io_uring loop, and its completions: connects, receives (payload and
+//! arrival time out of a `recvmsg`'s buffer, fed to the response parser), failed sends.
+//!
+//! A connection's bytes come in one of three ways:
+//! - a multishot `recvmsg`, armed once, that copies whatever arrives (small responses);
+//! - once a response's body has been discarded, the next responses come head first: a
+//!   one-shot `recvmsg` of at most `HEAD_LEN` bytes, so that a large body is not copied
+//!   before its head says how long it is (a multishot receive copies all that is queued,
+//!   a whole 91 KiB response, before the loop sees its head);
+//! - a discard of a Content-Length body's rest (`MSG_TRUNC`): counted, never copied.
 
 use std::io;
 use std::time::{Duration, Instant};
 
-use io_uring::{cqueue, types};
+use io_uring::{cqueue, opcode, squeue, types};
 
 use super::super::conn::{Next, Phase};
 use super::super::http::Complete;
 use super::super::stats::{us_between, ErrorKind};
 use super::sys::arrival_ns;
 use super::{
-    ends_writer, Discarding, Uring, CONNECT, DISCARD, DISCARD_MIN, IGNORED, QUIESCE, RECV, SEND,
+    ends_writer, user_data, Discarding, OneShot, Uring, CONNECT, DISCARD, DISCARD_MIN, HEAD,
+    HEAD_LEN, IGNORED, QUIESCE, RECV, SEND,
 };
 
 impl Uring<'_> {
@@ -34,12 +43,13 @@ impl Uring<'_> {
                     slot.connecting = false;
                     self.connected(i, res, now)
                 }
-                RECV => {
-                    if !cqueue::more(flags) {
+                RECV | HEAD => {
+                    if op == HEAD || !cqueue::more(flags) {
                         slot.recv = false;
                     }
                     let data = match (res, bid) {
-                        (n, Some(bid)) if n > 0 => self.unpack(bid, n as usize),
+                        (n, Some(bid)) if n > 0 && op == RECV => self.unpack(bid, n as usize),
+                        (n, Some(bid)) if n > 0 => Some(self.unpack_head(i, bid, n as usize)),
                         _ => None,
                     };
                     let next = match (res, data) {
@@ -57,9 +67,11 @@ impl Uring<'_> {
                         // Stopped for a discard: nothing more will be copied by it.
                         self.discard_rest(i);
                     }
-                    // A receive that ended (buffers ran out, or the kernel stopped it)
-                    // is armed again while the connection still expects bytes.
+                    // A receive that ended (buffers ran out, the kernel stopped it, or a
+                    // head's) is armed again while the connection still expects bytes,
+                    // unless the body's rest is to be discarded.
                     if res != 0
+                        && !self.slots[i].discard_queued
                         && matches!(
                             self.conns[i].phase,
                             Phase::Reading | Phase::Draining | Phase::Paced
@@ -124,6 +136,17 @@ impl Uring<'_> {
         let start = payload.as_ptr() as usize - buf.as_ptr() as usize;
         let at = arrival_ns(out.control_data()).map_or(self.clock.0, |ns| self.instant_of(ns));
         Some((bid, start, payload.len(), at))
+    }
+
+    /// The same for a head's one-shot receive: its payload fills the buffer from the
+    /// start, and its arrival time is in the slot's message.
+    fn unpack_head(&self, i: usize, bid: u16, n: usize) -> (u16, usize, usize, Instant) {
+        let at = self.slots[i]
+            .oneshot
+            .as_ref()
+            .and_then(|m| arrival_ns(m.control()))
+            .map_or(self.clock.0, |ns| self.instant_of(ns));
+        (bid, 0, n, at)
     }
 
     /// Bytes of the connection's stream arrived at `now` in buffer `bid`, at `range`.
@@ -193,6 +216,87 @@ impl Uring<'_> {
         }
     }
 
+    /// Arms slot `i`'s receive, unless one is armed or a discard is under way: head
+    /// first at the start of a response when the last body was discarded, else
+    /// multishot.
+    pub(super) fn arm_recv(&mut self, i: usize) {
+        let slot = &mut self.slots[i];
+        let Some(fd) = slot.fd else {
+            return;
+        };
+        if slot.recv || slot.discarding != Discarding::No {
+            return;
+        }
+        slot.recv = true;
+        self.armed += 1;
+        let c = &self.conns[i];
+        let sqe = if self.head_first && c.pending == 0 && c.parser.is_idle() {
+            let m = slot.oneshot.get_or_insert_with(OneShot::new);
+            m.set_len(HEAD_LEN);
+            opcode::RecvMsg::new(types::Fd(fd), &mut m.hdr)
+                .buf_group(self.bufs.group())
+                .build()
+                .flags(squeue::Flags::BUFFER_SELECT)
+                .user_data(user_data(i, slot.gen, HEAD))
+        } else {
+            opcode::RecvMsgMulti::new(types::Fd(fd), &*self.msghdr, self.bufs.group())
+                .build()
+                .user_data(user_data(i, slot.gen, RECV))
+        };
+        self.push(sqe);
+    }
+
+    /// Slot `i` is inside a Content-Length body with much still to come: its multishot
+    /// receive is asked to stop, and when it has (`discard_rest`) one receive discards
+    /// the rest unread.
+    pub(super) fn discard(&mut self, i: usize) {
+        let slot = &mut self.slots[i];
+        slot.discard_queued = false;
+        let c = &self.conns[i];
+        let rest = c.parser.body_remaining().unwrap_or(0);
+        if slot.fd.is_none()
+            || c.phase != Phase::Reading
+            || slot.discarding != Discarding::No
+            || rest < DISCARD_MIN
+        {
+            return;
+        }
+        if !slot.recv {
+            self.discard_rest(i);
+            return;
+        }
+        slot.discarding = Discarding::Stopping;
+        let stop = opcode::AsyncCancel::new(user_data(i, slot.gen, RECV))
+            .build()
+            .flags(squeue::Flags::SKIP_SUCCESS)
+            .user_data(IGNORED);
+        self.push(stop);
+    }
+
+    /// No receive is armed on slot `i` (a multishot one has stopped): discard what is
+    /// left of the body (if the response is still incomplete).
+    pub(super) fn discard_rest(&mut self, i: usize) {
+        let slot = &mut self.slots[i];
+        slot.discarding = Discarding::No;
+        let c = &self.conns[i];
+        let (Some(fd), Some(rest)) = (slot.fd, c.parser.body_remaining()) else {
+            return;
+        };
+        if c.phase != Phase::Reading || rest == 0 {
+            return;
+        }
+        slot.discarding = Discarding::Active;
+        slot.discarded = true;
+        let d = slot.oneshot.get_or_insert_with(OneShot::new);
+        d.set_len(rest.min(1 << 30) as usize);
+        let sqe = opcode::RecvMsg::new(types::Fd(fd), &mut d.hdr)
+            .flags((libc::MSG_TRUNC | libc::MSG_WAITALL) as u32)
+            .build()
+            .user_data(user_data(i, slot.gen, DISCARD));
+        self.armed += 1;
+        self.push(sqe);
+    }
+
     /// A discarding receive ended: `res` bytes of the body were dropped unread (fewer
     /// than asked only when the connection ended), or it failed.
     fn discarded(&mut self, i: usize, res: i32, now: Instant) -> Next {
@@ -201,7 +305,7 @@ impl Uring<'_> {
         }
         let n = res as u64;
         let at = self.slots[i]
-            .discard
+            .oneshot
             .as_ref()
             .and_then(|d| arrival_ns(d.control()))
             .map_or(now, |ns| self.instant_of(ns));
@@ -223,6 +327,7 @@ impl Uring<'_> {
     /// Slot `i`'s response is complete, its last bytes in at `at`, with `left` bytes
     /// after it: how long it waited to be handled (`held`), then the shared handling.
     fn responded(&mut self, i: usize, done: Complete, left: usize, at: Instant) -> Next {
+        self.head_first = self.slots[i].discarded;
         if left == 0 {
             let held = us_between(at, self.clock.0);
             self.lp.stats.phases.held.saturating_record(held);

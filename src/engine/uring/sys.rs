@@ -178,19 +178,20 @@ pub(super) fn sockaddr(addr: SocketAddr) -> (Box<libc::sockaddr_storage>, libc::
     (storage, len as libc::socklen_t)
 }
 
-/// A receive that discards a Content-Length body's bytes unread (`MSG_TRUNC` on TCP:
-/// the kernel acknowledges and frees them without copying), with room for the arrival
-/// timestamp of its last segment. Boxed: the kernel holds pointers into it.
-pub(super) struct Discard {
+/// The message of a one-shot receive, with room for the arrival timestamp of its last
+/// segment: a discard of a Content-Length body's bytes (`MSG_TRUNC` on TCP: the kernel
+/// acknowledges and frees them without copying), or a response head's receive (into a
+/// buffer of the ring, at most `HEAD` bytes). Boxed: the kernel holds pointers into it.
+pub(super) struct OneShot {
     pub(super) hdr: libc::msghdr,
     iov: libc::iovec,
     control: [u8; super::CONTROL],
 }
 
-impl Discard {
-    pub(super) fn new() -> Box<Discard> {
+impl OneShot {
+    pub(super) fn new() -> Box<OneShot> {
         // SAFETY: msghdr and iovec are plain data, valid when zeroed.
-        let mut d: Box<Discard> = Box::new(unsafe { std::mem::zeroed() });
+        let mut d: Box<OneShot> = Box::new(unsafe { std::mem::zeroed() });
         d.hdr.msg_iov = &mut d.iov;
         d.hdr.msg_iovlen = 1;
         d.hdr.msg_control = d.control.as_mut_ptr().cast();
@@ -198,7 +199,8 @@ impl Discard {
         d
     }
 
-    /// Discards `len` bytes: no buffer, only a length (the kernel never writes it).
+    /// At most `len` bytes: no buffer of ours (a discard, which the kernel never writes,
+    /// or a receive into a buffer the kernel selects from the ring).
     pub(super) fn set_len(&mut self, len: usize) {
         self.iov.iov_base = std::ptr::null_mut();
         self.iov.iov_len = len;
