@@ -194,9 +194,6 @@ impl Spec {
         if self.max_concurrent_streams == 0 || self.max_concurrent_streams > 1000 {
             return bad("--max-concurrent-streams must be between 1 and 1000");
         }
-        if self.http == HttpVersion::H2 && self.rate.is_some() {
-            return bad("--h2 with -R/--rate is not supported yet: open-loop runs speak HTTP/1.1 (drop --h2)");
-        }
         if self.max_concurrent_streams > 1 && self.http == HttpVersion::H1 {
             return bad("--max-concurrent-streams is for HTTP/2: HTTP/1.1 has one request in flight per connection (drop --h1, or use -c)");
         }

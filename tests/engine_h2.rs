@@ -7,7 +7,7 @@ mod common;
 
 use std::collections::HashSet;
 
-use common::{run_json, status_codes, u, Nginx};
+use common::{percentile_us, run_json, stall_worker, status_codes, u, Nginx};
 
 fn assert_no_errors(run: &serde_json::Value) {
     assert_eq!(
@@ -168,7 +168,6 @@ fn a_reset_stream_is_an_error_of_its_request_not_of_the_run() {
 fn bad_http2_flags_are_one_line_and_exit_2() {
     let ng = Nginx::start_tls("", "ssl");
     for (args, want) in [
-        (vec!["--h2", "-R", "100"], "--h2 with -R/--rate"),
         (
             vec!["--h1", "--max-concurrent-streams", "4"],
             "--max-concurrent-streams is for HTTP/2",
@@ -187,4 +186,58 @@ fn bad_http2_flags_are_one_line_and_exit_2() {
         assert_eq!(err.trim().lines().count(), 1, "{err}");
     }
     assert!(ng.log().is_empty(), "no request was sent");
+}
+
+/// Open loop over HTTP/2: the schedule is kept whatever the streams do, every response
+/// is one nginx logged, and a stall shows in the latency, which counts from when each
+/// request was due, not from when a stream was free to carry it.
+#[test]
+fn h2_open_loop_keeps_the_rate_and_counts_from_the_due_time() {
+    let ng = Nginx::start_with_listen("", "", "http2");
+    let url = ng.url("/1k.txt");
+    let args = [
+        "-R",
+        "500",
+        "-d",
+        "2s",
+        "-c",
+        "2",
+        "-t",
+        "1",
+        "--h2",
+        "--max-concurrent-streams",
+        "4",
+        "--no-watch",
+        &url,
+    ];
+    let run = run_json(&args);
+    let log = ng.log();
+    let n = u(&run, "results.responses");
+    assert!((950..=1000).contains(&n), "{n} responses at 500/s for 2 s");
+    assert_eq!(run["results"]["protocol"], "h2");
+    assert_eq!(run["spec"]["rate"], 500.0);
+    assert_eq!(
+        run["results"]["latency"]["corrected_for_coordinated_omission"],
+        true
+    );
+    assert_no_errors(&run);
+    let done = log.iter().filter(|l| l.http2 && l.completed).count() as u64;
+    assert!(done >= n && log.len() as u64 <= n + u(&run, "results.in_flight_at_end"));
+    assert_eq!(u(&run, "results.connections_opened"), 2);
+
+    // nginx stops for 400 ms: the ~200 requests due meanwhile cannot all be in flight
+    // (2 connections × 4 streams); they wait, and that wait is latency.
+    let stall = stall_worker(&ng, 600, 400);
+    let stalled = run_json(&args);
+    stall.join().unwrap();
+    let n = u(&stalled, "results.responses");
+    assert!(
+        (900..=1000).contains(&n),
+        "{n} responses: the owed ones sent after the stall"
+    );
+    let p90 = percentile_us(&stalled, 90.0);
+    assert!(
+        p90 > 50_000,
+        "p90 {p90} us: requests due during the stall waited"
+    );
 }

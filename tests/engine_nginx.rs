@@ -6,7 +6,7 @@ mod common;
 use std::collections::{HashMap, HashSet};
 use std::io::{Read, Write};
 
-use common::{run_json, status_codes, u, Nginx};
+use common::{percentile_us, run_json, stall_worker, status_codes, u, Nginx};
 use serde_json::Value;
 
 /// `loadlens run ARGS --io IO`, checked to have run on that I/O backend (or, where the
@@ -289,35 +289,6 @@ fn https_with_insecure() {
     assert_eq!(ng.log().len(), 500, "no request was sent");
 }
 
-/// Stops nginx's worker for `pause` after `delay`, as a blocking call would.
-fn stall_worker(ng: &Nginx, delay_ms: u64, pause_ms: u64) -> std::thread::JoinHandle<()> {
-    let master = ng.pid();
-    let worker: i32 = std::fs::read_to_string(format!("/proc/{master}/task/{master}/children"))
-        .unwrap()
-        .split_whitespace()
-        .next()
-        .unwrap()
-        .parse()
-        .unwrap();
-    std::thread::spawn(move || {
-        std::thread::sleep(std::time::Duration::from_millis(delay_ms));
-        unsafe { libc::kill(worker, libc::SIGSTOP) };
-        std::thread::sleep(std::time::Duration::from_millis(pause_ms));
-        unsafe { libc::kill(worker, libc::SIGCONT) };
-    })
-}
-
-fn p99_us(run: &serde_json::Value) -> u64 {
-    run["results"]["latency"]["percentiles"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .find(|p| p["p"] == 99.0)
-        .unwrap()["us"]
-        .as_u64()
-        .unwrap()
-}
-
 #[test]
 fn open_loop_keeps_the_rate_and_shows_what_closed_loop_hides() {
     let ng = Nginx::start("access_log off;", "");
@@ -355,11 +326,15 @@ fn open_loop_keeps_the_rate_and_shows_what_closed_loop_hides() {
     let open = run_json(&open_loop);
     stall.join().unwrap();
     assert!(
-        p99_us(&closed) < 50_000,
+        percentile_us(&closed, 99.0) < 50_000,
         "closed-loop p99 {}us",
-        p99_us(&closed)
+        percentile_us(&closed, 99.0)
     );
-    assert!(p99_us(&open) > 200_000, "open-loop p99 {}us", p99_us(&open));
+    assert!(
+        percentile_us(&open, 99.0) > 200_000,
+        "open-loop p99 {}us",
+        percentile_us(&open, 99.0)
+    );
     assert_eq!(
         closed["results"]["latency"]["corrected_for_coordinated_omission"],
         false

@@ -80,7 +80,6 @@ pub fn run(
             HttpVersion::H2 => &[H2],
             HttpVersion::H1 => &[H1],
             // Open loop is HTTP/1.1 only for now.
-            HttpVersion::Auto if spec.rate.is_some() => &[H1],
             HttpVersion::Auto => &[H2, H1],
         };
         let cfg = TlsConfig::new(&target.host, spec.insecure, offer)?;

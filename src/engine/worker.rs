@@ -220,6 +220,9 @@ impl<T: Transport> Worker<T> {
                 let c = &mut conns[i];
                 if c.phase == Phase::Paced && c.due == due {
                     lp.resume(c, i, now);
+                } else if c.phase == Phase::H2 && c.due == due {
+                    let next = lp.h2_due(c, now);
+                    lp.after(c, i, next, now);
                 }
             }
             if now >= next_sweep {
@@ -287,6 +290,11 @@ impl<T: Transport> Loop<'_, T> {
 
     fn drive(&mut self, c: &mut Conn<T>, i: usize, now: Instant) {
         let next = self.step(c, now);
+        self.after(c, i, next, now);
+    }
+
+    /// What the connection asked for after an event.
+    fn after(&mut self, c: &mut Conn<T>, i: usize, next: Next, now: Instant) {
         match next {
             Next::Wait => {}
             Next::Reopen => self.open(c, i, now),
@@ -455,7 +463,10 @@ impl<'a, T: Transport> Loop<'a, T> {
                 let oldest =
                     c.h2.as_ref()
                         .and_then(|h| h.streams.iter().map(|s| s.since).min());
-                if now.saturating_duration_since(oldest.unwrap_or(c.since)) >= timeout {
+                if oldest.is_none() && self.w.pace.is_some() {
+                    // Open loop: an idle connection waits for its next due time.
+                    Overdue::No
+                } else if now.saturating_duration_since(oldest.unwrap_or(c.since)) >= timeout {
                     Overdue::H2
                 } else {
                     Overdue::No

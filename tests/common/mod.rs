@@ -292,6 +292,24 @@ fn json_of(mut cmd: Command, args: &[&str]) -> Value {
     serde_json::from_str(&std::fs::read_to_string(&out_path).unwrap()).unwrap()
 }
 
+/// Stops nginx's worker for `pause_ms` after `delay_ms`, as a blocking call would.
+pub fn stall_worker(ng: &Nginx, delay_ms: u64, pause_ms: u64) -> std::thread::JoinHandle<()> {
+    let master = ng.pid();
+    let worker: i32 = std::fs::read_to_string(format!("/proc/{master}/task/{master}/children"))
+        .unwrap()
+        .split_whitespace()
+        .next()
+        .unwrap()
+        .parse()
+        .unwrap();
+    std::thread::spawn(move || {
+        std::thread::sleep(std::time::Duration::from_millis(delay_ms));
+        unsafe { libc::kill(worker, libc::SIGSTOP) };
+        std::thread::sleep(std::time::Duration::from_millis(pause_ms));
+        unsafe { libc::kill(worker, libc::SIGCONT) };
+    })
+}
+
 pub fn u(v: &Value, path: &str) -> u64 {
     let mut cur = v;
     for k in path.split('.') {

@@ -58,8 +58,9 @@ impl<T: Transport> Loop<'_, T> {
         self.h2_fill(c, now)
     }
 
-    /// Starts streams until the connection has as many in flight as allowed. `Some`
-    /// when the connection is finished with (nothing in flight and nothing to start).
+    /// Starts streams until the connection has as many in flight as allowed (in open
+    /// loop: as many as are due, the rest when they are due). `Some` when the connection
+    /// is finished with (nothing in flight and nothing to start).
     fn h2_fill(&mut self, c: &mut Conn<T>, now: Instant) -> Option<Next> {
         let frames = self.w.h2.as_ref().expect("an HTTP/2 run");
         let h = c.h2.as_deref_mut().expect("HTTP/2 state");
@@ -70,6 +71,7 @@ impl<T: Transport> Loop<'_, T> {
             && h.next_id < i32::MAX as u32
             && self.w.connreqs.is_none_or(|n| h.started < n)
             && h.send_window >= frames.body_len as i64
+            && (self.w.pace.is_none() || c.due <= now)
         {
             if c.permit {
                 c.permit = false;
@@ -79,9 +81,17 @@ impl<T: Transport> Loop<'_, T> {
                 spent = true;
                 break;
             }
+            let mut intended = now;
+            if let Some(pace) = self.w.pace {
+                // A request due while every stream was busy waited for one: its latency
+                // counts from when it was due (no coordinated omission).
+                intended = c.due;
+                c.due += pace;
+            }
             h.streams.push(Stream {
                 id: h.next_id,
                 since: now,
+                intended,
                 first_at: None,
                 status: 0,
                 recv: 0,
@@ -91,18 +101,48 @@ impl<T: Transport> Loop<'_, T> {
             h.started += 1;
             h.send_window -= frames.body_len as i64;
         }
+        if spent {
+            if h.streams.is_empty() {
+                self.finish(c);
+                return Some(Next::Wait);
+            }
+            return None;
+        }
+        // Open loop: woken when the next request is due (unless a stream must end first).
+        if self.w.pace.is_some()
+            && c.due > now
+            && h.streams.len() < limit
+            && h.scheduled != Some(c.due)
+        {
+            h.scheduled = Some(c.due);
+            self.paced.push(std::cmp::Reverse((c.due, c.idx)));
+        }
         if !h.streams.is_empty() {
             return None;
         }
-        if spent {
-            self.finish(c);
-            return Some(Next::Wait);
-        }
-        if h.goaway || h.next_id >= i32::MAX as u32 || self.w.connreqs.is_some() {
+        if h.goaway
+            || h.next_id >= i32::MAX as u32
+            || self.w.connreqs.is_some_and(|n| h.started >= n)
+        {
             return Some(Next::Reopen);
         }
-        // Waiting for the server's SETTINGS or WINDOW_UPDATE to allow a stream.
+        // Waiting for the next due time, or for the server's SETTINGS or WINDOW_UPDATE
+        // to allow a stream.
         None
+    }
+
+    /// Open loop: the connection's next request is due.
+    pub(super) fn h2_due(&mut self, c: &mut Conn<T>, now: Instant) -> Next {
+        if let Some(h) = c.h2.as_deref_mut() {
+            h.scheduled = None;
+        }
+        if let Some(next) = self.h2_fill(c, now) {
+            return next;
+        }
+        match Self::h2_flush(c) {
+            Ok(()) => Next::Wait,
+            Err(k) => self.h2_fail(c, k),
+        }
     }
 
     /// Every stream in flight failed with the connection.
@@ -345,7 +385,7 @@ impl<T: Transport> Loop<'_, T> {
             self.interval_errors += 1;
             return;
         }
-        let us = us_between(s.since, now).max(1);
+        let us = us_between(s.intended, now).max(1);
         self.stats.latency.saturating_record(us);
         self.interval.saturating_record(us);
         if let Some(first) = s.first_at {

@@ -9,7 +9,11 @@ use crate::engine::stats::ErrorKind;
 #[derive(Debug, Clone, Copy)]
 pub(in crate::engine) struct Stream {
     pub(in crate::engine) id: u32,
+    /// When it was sent (time to first byte is measured from here).
     pub(in crate::engine) since: Instant,
+    /// When it was meant to be sent: latency is measured from here (in open loop the
+    /// due time, however long it waited for a stream; else `since`).
+    pub(in crate::engine) intended: Instant,
     pub(in crate::engine) first_at: Option<Instant>,
     pub(in crate::engine) status: u16,
     /// DATA bytes received since our last WINDOW_UPDATE for this stream.
@@ -48,6 +52,8 @@ pub(in crate::engine) struct H2Conn {
     /// Budget units claimed for requests the server never processed (GOAWAY,
     /// REFUSED_STREAM), kept for the next connection.
     pub(in crate::engine) permits: u32,
+    /// Open loop: the due time for which the connection sits in the loop's timer heap.
+    pub(in crate::engine) scheduled: Option<Instant>,
 }
 
 impl H2Conn {
@@ -70,6 +76,7 @@ impl H2Conn {
             goaway: false,
             started: 0,
             permits: 0,
+            scheduled: None,
         }
     }
 
