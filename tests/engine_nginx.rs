@@ -222,7 +222,7 @@ fn large_bodies_and_head_requests(io: &str) {
             "4",
             "-t",
             "1",
-            "-m",
+            "-X", // curl's spelling of -m
             "HEAD",
             &ng.url("/91k.bin"),
         ],

@@ -592,7 +592,7 @@ _loadlens() {
             return 0
             ;;
         loadlens__subcmd__run)
-            opts="-c -t -d -n -R -q -H -m -k -h -V --connections --threads --duration --requests --connreqs --rate --latency --json --flamegraph --html --quiet --repeat --pause --segment --start-at --ray --clients --ray-timeout --server-node-resource --header --method --body --body-file --timeout --insecure --h2 --h1 --max-concurrent-streams --io --no-watch --sample --server-pid --server-name --profile --profile-hz --help --version"
+            opts="-c -t -d -n -R -q -H -X -m -k -h -V --connections --threads --duration --requests --connreqs --rate --latency --json --flamegraph --html --quiet --repeat --pause --segment --start-at --ray --clients --ray-timeout --server-node-resource --header --method --body --body-file --timeout --insecure --h2 --h1 --max-concurrent-streams --io --no-watch --sample --server-pid --server-name --profile --profile-hz --help --version"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -702,6 +702,10 @@ _loadlens() {
                     COMPREPLY=($(compgen -f "${cur}"))
                     return 0
                     ;;
+                -X)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
                 --body)
                     COMPREPLY=($(compgen -f "${cur}"))
                     return 0
@@ -746,7 +750,7 @@ _loadlens() {
             return 0
             ;;
         loadlens__subcmd__sweep)
-            opts="-c -t -R -d -q -H -m -k -h -V --connections --threads --connreqs --rate --duration --repeat --pause --ceiling --slo --errors --budget --json --csv --html --quiet --header --method --body --body-file --timeout --insecure --h2 --h1 --max-concurrent-streams --io --no-watch --sample --server-pid --server-name --profile --profile-hz --help --version"
+            opts="-c -t -R -d -q -H -X -m -k -h -V --connections --threads --connreqs --rate --duration --repeat --pause --ceiling --slo --errors --budget --json --csv --html --quiet --header --method --body --body-file --timeout --insecure --h2 --h1 --max-concurrent-streams --io --no-watch --sample --server-pid --server-name --profile --profile-hz --help --version"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -833,6 +837,10 @@ _loadlens() {
                     return 0
                     ;;
                 -m)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                -X)
                     COMPREPLY=($(compgen -f "${cur}"))
                     return 0
                     ;;

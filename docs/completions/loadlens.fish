@@ -55,7 +55,7 @@ complete -c loadlens -n "__fish_loadlens_using_subcommand run" -l clients -d 'Wi
 complete -c loadlens -n "__fish_loadlens_using_subcommand run" -l ray-timeout -d 'With --ray: the longest wait for the segments, from their start [default: the duration (or 5 minutes with -n) plus the request timeout plus 60s]; a segment without a Run by then is reported missing' -r
 complete -c loadlens -n "__fish_loadlens_using_subcommand run" -l server-node-resource -d 'With --ray: the custom resource of the server\'s node (e.g. `server`): the machine is watched there (as `run` watches its own; the segments then do not watch theirs), and no client segment goes there' -r
 complete -c loadlens -n "__fish_loadlens_using_subcommand run" -s H -l header -d 'Add a request header, e.g. -H \'Accept-Encoding: gzip\' (repeatable)' -r
-complete -c loadlens -n "__fish_loadlens_using_subcommand run" -s m -l method -d 'HTTP method' -r
+complete -c loadlens -n "__fish_loadlens_using_subcommand run" -s m -s X -l method -d 'HTTP method (`-X` as in curl)' -r
 complete -c loadlens -n "__fish_loadlens_using_subcommand run" -l body -d 'Request body' -r
 complete -c loadlens -n "__fish_loadlens_using_subcommand run" -l body-file -d 'Read the request body from a file' -r -F
 complete -c loadlens -n "__fish_loadlens_using_subcommand run" -l timeout -d 'Per-request timeout; a request unanswered after it counts as a timeout' -r
@@ -100,7 +100,7 @@ complete -c loadlens -n "__fish_loadlens_using_subcommand sweep" -l json -d 'Wri
 complete -c loadlens -n "__fish_loadlens_using_subcommand sweep" -l csv -d 'Write one CSV line per cell to FILE (`-` = stdout)' -r
 complete -c loadlens -n "__fish_loadlens_using_subcommand sweep" -l html -d 'Write the study as a self-contained HTML page (the curve and the table) to FILE' -r -F
 complete -c loadlens -n "__fish_loadlens_using_subcommand sweep" -s H -l header -d 'Add a request header, e.g. -H \'Accept-Encoding: gzip\' (repeatable)' -r
-complete -c loadlens -n "__fish_loadlens_using_subcommand sweep" -s m -l method -d 'HTTP method' -r
+complete -c loadlens -n "__fish_loadlens_using_subcommand sweep" -s m -s X -l method -d 'HTTP method (`-X` as in curl)' -r
 complete -c loadlens -n "__fish_loadlens_using_subcommand sweep" -l body -d 'Request body' -r
 complete -c loadlens -n "__fish_loadlens_using_subcommand sweep" -l body-file -d 'Read the request body from a file' -r -F
 complete -c loadlens -n "__fish_loadlens_using_subcommand sweep" -l timeout -d 'Per-request timeout; a request unanswered after it counts as a timeout' -r

@@ -22,8 +22,8 @@ pub struct LoadFlags {
     /// Add a request header, e.g. -H 'Accept-Encoding: gzip' (repeatable).
     #[arg(short = 'H', long = "header")]
     pub headers: Vec<String>,
-    /// HTTP method.
-    #[arg(short = 'm', long, default_value = "GET")]
+    /// HTTP method (`-X` as in curl).
+    #[arg(short = 'm', long, visible_short_alias = 'X', default_value = "GET")]
     pub method: String,
     /// Request body.
     #[arg(long, conflicts_with = "body_file")]
