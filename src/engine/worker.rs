@@ -239,7 +239,11 @@ impl<T: Transport> Worker<T> {
             }
         }
         // Requests on the wire when time ran out: accounted, neither response nor error.
-        Ok(lp.end(&conns, next_tick))
+        let stats = lp.end(&conns, next_tick);
+        for c in conns.iter_mut().filter(|c| c.phase == Phase::H2) {
+            Loop::h2_drain(c);
+        }
+        Ok(stats)
     }
 }
 

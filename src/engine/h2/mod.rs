@@ -145,6 +145,22 @@ impl<T: Transport> Loop<'_, T> {
         }
     }
 
+    /// The run is over: what the server already sent is read and dropped, so that
+    /// closing the socket sends a FIN, not a reset. (A reset can make the server's
+    /// kernel drop requests it had not yet read: streams counted in flight that the
+    /// server would never see.)
+    pub(super) fn h2_drain(c: &mut Conn<T>) {
+        let Some(t) = c.transport.as_mut() else {
+            return;
+        };
+        for _ in 0..64 {
+            match t.read(&mut c.buf) {
+                Ok(n) if n > 0 => {}
+                _ => return,
+            }
+        }
+    }
+
     /// Every stream in flight failed with the connection.
     pub(super) fn h2_fail(&mut self, c: &mut Conn<T>, kind: ErrorKind) -> Next {
         if let Some(h) = c.h2.as_deref_mut() {
