@@ -273,3 +273,49 @@ fn h2_timed_run_accounts_for_the_streams_in_flight_at_the_end() {
         "responses {responses} + in flight {in_flight} vs {log} log lines"
     );
 }
+
+/// A request body larger than one frame goes in several DATA frames, as long as it fits
+/// a new stream's window: nginx reads each whole (`$request_length`) to pass it on.
+#[test]
+fn h2_request_bodies_of_several_frames_reach_the_server_whole() {
+    // nginx reads a body it proxies (it drops one it does not need unread); the
+    // proxied requests go to a second server over HTTP/1.0, on a unix socket.
+    let dir = tempfile::tempdir().unwrap();
+    let sock = dir.path().join("ok.sock");
+    let sock = sock.to_str().unwrap();
+    let ng = Nginx::start_with_listen(
+        &format!("server {{ listen unix:{sock}; location / {{ return 200 \"ok\\n\"; }} }}"),
+        &format!("location = /post {{ proxy_pass http://unix:{sock}:/ok; }}"),
+        "http2",
+    );
+    let body = dir.path().join("body");
+    std::fs::write(&body, vec![b'b'; 40_000]).unwrap();
+    let run = run_json(&[
+        "-n",
+        "300",
+        "-c",
+        "2",
+        "-t",
+        "1",
+        "--h2",
+        "--max-concurrent-streams",
+        "4",
+        "-X",
+        "POST",
+        "--body-file",
+        body.to_str().unwrap(),
+        "--no-watch",
+        &ng.url("/post"),
+    ]);
+    let log: Vec<_> = ng.log().into_iter().filter(|l| l.http2).collect();
+    assert_no_errors(&run);
+    assert_eq!(u(&run, "results.responses"), 300);
+    assert_eq!(status_codes(&run).get(&200).copied(), Some(300));
+    assert_eq!(log.len(), 300);
+    assert!(
+        log.iter()
+            .all(|l| l.completed && l.request_length >= 40_000),
+        "every body whole: {:?}",
+        log.iter().map(|l| l.request_length).min()
+    );
+}

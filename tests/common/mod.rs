@@ -17,7 +17,7 @@ use serde_json::Value;
 /// connection serial number, requests served on that connection so far, `OK` if the
 /// request completed (else empty), the protocol (`HTTP/1.1`, `HTTP/2.0`).
 const LOG_FORMAT: &str =
-    "$status $bytes_sent $connection $connection_requests $request_completion $server_protocol";
+    "$status $bytes_sent $connection $connection_requests $request_completion $server_protocol $request_length";
 
 /// A running nginx, stopped (with its workers) when dropped.
 pub struct Nginx {
@@ -37,6 +37,8 @@ pub struct LogLine {
     pub completed: bool,
     /// `$server_protocol` was `HTTP/2.0`.
     pub http2: bool,
+    /// `$request_length`: the request's bytes, line or header block and body.
+    pub request_length: u64,
 }
 
 fn free_port() -> u16 {
@@ -243,6 +245,7 @@ http {{
                     connection_requests: n(3),
                     completed: f[4] == "OK",
                     http2: f[5] == "HTTP/2.0",
+                    request_length: n(6),
                 }
             })
             .collect()

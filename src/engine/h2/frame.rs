@@ -33,9 +33,11 @@ pub const HEAD: usize = 9;
 /// The largest frame payload either side sends: the protocol's default, which we never
 /// raise (RFC 9113 §6.5.2, SETTINGS_MAX_FRAME_SIZE).
 pub const MAX_FRAME: usize = 16_384;
-/// A request body travels in one DATA frame, inside the smallest window a server may
-/// announce without stalling it (the default 65,535 is larger).
-pub const MAX_BODY: usize = MAX_FRAME;
+/// A request body is sent in one go, in DATA frames of at most `MAX_FRAME`, so it must
+/// fit a new stream's flow-control window: the protocol's default, 65,535 bytes (RFC 9113
+/// §6.9.2). A server announcing a smaller one is answered with write errors (see
+/// `H2Conn::peer_window`).
+pub const MAX_BODY: usize = 65_535;
 
 /// Our receive window, per stream (by SETTINGS) and for the connection (by one
 /// WINDOW_UPDATE after the preface): large, so a response never waits on us and
@@ -119,7 +121,7 @@ impl RequestFrames {
     pub fn build(spec: &Spec, target: &Target, body: &[u8]) -> Result<RequestFrames, String> {
         if body.len() > MAX_BODY {
             return Err(format!(
-                "a request body over HTTP/2 is at most {MAX_BODY} bytes (one DATA frame); this one is {} — use --h1",
+                "a request body over HTTP/2 is at most {MAX_BODY} bytes (a new stream's flow-control window); this one is {} — use --h1",
                 body.len()
             ));
         }
@@ -173,15 +175,18 @@ impl RequestFrames {
                 block.len()
             ));
         }
-        let mut bytes = Vec::with_capacity(block.len() + body.len() + 2 * HEAD);
+        let mut bytes =
+            Vec::with_capacity(block.len() + body.len() + (2 + body.len() / MAX_FRAME) * HEAD);
         let mut id_at = vec![5];
         let flags = END_HEADERS | if body.is_empty() { END_STREAM } else { 0 };
         head(&mut bytes, block.len(), HEADERS, flags, 0);
         bytes.extend_from_slice(&block);
-        if !body.is_empty() {
+        let chunks = body.len().div_ceil(MAX_FRAME);
+        for (k, chunk) in body.chunks(MAX_FRAME).enumerate() {
             id_at.push(bytes.len() + 5);
-            head(&mut bytes, body.len(), DATA, END_STREAM, 0);
-            bytes.extend_from_slice(body);
+            let flags = if k + 1 == chunks { END_STREAM } else { 0 };
+            head(&mut bytes, chunk.len(), DATA, flags, 0);
+            bytes.extend_from_slice(chunk);
         }
         Ok(RequestFrames {
             bytes,
@@ -264,9 +269,35 @@ mod tests {
     }
 
     #[test]
-    fn a_body_larger_than_one_frame_is_refused_with_a_way_out() {
+    fn a_body_larger_than_a_stream_window_is_refused_with_a_way_out() {
         let e = RequestFrames::build(&spec(), &target(), &[0; MAX_BODY + 1]).unwrap_err();
         assert!(e.contains("--h1"), "{e}");
+    }
+
+    #[test]
+    fn a_body_goes_in_frames_of_at_most_16_kib_the_last_ending_the_stream() {
+        let body = vec![7u8; 40_000];
+        let r = RequestFrames::build(&spec(), &target(), &body).unwrap();
+        let mut out = Vec::new();
+        r.write(&mut out, 11);
+        let mut at = 0;
+        let mut frames = Vec::new();
+        while at < out.len() {
+            let f = FrameHead::parse(&out[at..]);
+            assert_eq!(f.stream, 11);
+            frames.push((f.ty, f.len, f.flags & END_STREAM));
+            at += HEAD + f.len;
+        }
+        assert_eq!(at, out.len());
+        assert_eq!(frames[0].0, HEADERS);
+        assert_eq!(
+            &frames[1..],
+            &[
+                (DATA, 16_384, 0),
+                (DATA, 16_384, 0),
+                (DATA, 7_232, END_STREAM)
+            ]
+        );
     }
 
     #[test]

@@ -336,9 +336,17 @@ impl<T: Transport> Loop<'_, T> {
                 }
                 for s in p.chunks_exact(6) {
                     let v = u32::from_be_bytes([s[2], s[3], s[4], s[5]]);
-                    if u16::from_be_bytes([s[0], s[1]]) == 0x3 {
-                        h.peer_max_streams = v;
+                    match u16::from_be_bytes([s[0], s[1]]) {
+                        0x3 => h.peer_max_streams = v,
+                        0x4 => h.peer_window = v,
+                        _ => {}
                     }
+                }
+                let body = self.w.h2.as_ref().map_or(0, |f| f.body_len);
+                if body > h.peer_window as usize {
+                    // Our bodies are sent in one go: this server would need us to wait
+                    // for its WINDOW_UPDATEs in mid-body.
+                    return Err(ErrorKind::Write);
                 }
                 frame::head(&mut h.out, 0, frame::SETTINGS, frame::ACK, 0);
             }

@@ -39,6 +39,9 @@ pub(in crate::engine) struct H2Conn {
     pub(in crate::engine) settings_seen: bool,
     /// What the server still accepts of request bodies on this connection.
     pub(in crate::engine) send_window: i64,
+    /// A new stream's window as the server set it (SETTINGS_INITIAL_WINDOW_SIZE): a
+    /// request body larger than this cannot be sent in one go.
+    pub(in crate::engine) peer_window: u32,
     /// DATA bytes received since our last connection WINDOW_UPDATE.
     pub(in crate::engine) recv_unacked: u32,
     /// A header block continued in CONTINUATION frames: its bytes, stream, END_STREAM.
@@ -69,6 +72,7 @@ impl H2Conn {
             peer_max_streams: 1,
             settings_seen: false,
             send_window: 65_535,
+            peer_window: 65_535,
             recv_unacked: 0,
             block: Vec::new(),
             block_stream: 0,
@@ -90,6 +94,7 @@ impl H2Conn {
         self.peer_max_streams = 1;
         self.settings_seen = false;
         self.send_window = 65_535;
+        self.peer_window = 65_535;
         self.recv_unacked = 0;
         self.block.clear();
         self.block_stream = 0;
