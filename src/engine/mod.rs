@@ -79,7 +79,6 @@ pub fn run(
         let offer: &[&[u8]] = match spec.http {
             HttpVersion::H2 => &[H2],
             HttpVersion::H1 => &[H1],
-            // Open loop is HTTP/1.1 only for now.
             HttpVersion::Auto => &[H2, H1],
         };
         let cfg = TlsConfig::new(&target.host, spec.insecure, offer)?;
