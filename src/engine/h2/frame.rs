@@ -33,11 +33,13 @@ pub const HEAD: usize = 9;
 /// The largest frame payload either side sends: the protocol's default, which we never
 /// raise (RFC 9113 §6.5.2, SETTINGS_MAX_FRAME_SIZE).
 pub const MAX_FRAME: usize = 16_384;
+/// A flow-control window until the server's SETTINGS or WINDOW_UPDATE change it: the
+/// connection's, and a new stream's (RFC 9113 §6.9.2).
+pub const INITIAL_WINDOW: u32 = 65_535;
 /// A request body is sent in one go, in DATA frames of at most `MAX_FRAME`, so it must
-/// fit a new stream's flow-control window: the protocol's default, 65,535 bytes (RFC 9113
-/// §6.9.2). A server announcing a smaller one is answered with write errors (see
-/// `H2Conn::peer_window`).
-pub const MAX_BODY: usize = 65_535;
+/// fit a new stream's flow-control window. A server announcing one smaller than the
+/// default is answered with write errors (see `H2Conn::peer_window`).
+pub const MAX_BODY: usize = INITIAL_WINDOW as usize;
 
 /// Our receive window, per stream (by SETTINGS) and for the connection (by one
 /// WINDOW_UPDATE after the preface): large, so a response never waits on us and
@@ -84,7 +86,7 @@ pub fn preface(out: &mut Vec<u8>) {
         out.extend_from_slice(&id.to_be_bytes());
         out.extend_from_slice(&v.to_be_bytes());
     }
-    window_update(out, 0, RECV_WINDOW - 65_535);
+    window_update(out, 0, RECV_WINDOW - INITIAL_WINDOW);
 }
 
 #[inline]

@@ -139,6 +139,11 @@ impl<T: Transport> Loop<'_, T> {
         if let Some(next) = self.h2_fill(c, now) {
             return next;
         }
+        self.h2_send(c)
+    }
+
+    /// Writes what is queued, then waits for the next event.
+    fn h2_send(&mut self, c: &mut Conn<T>) -> Next {
         match Self::h2_flush(c) {
             Ok(()) => Next::Wait,
             Err(k) => self.h2_fail(c, k),
@@ -240,10 +245,7 @@ impl<T: Transport> Loop<'_, T> {
             if T::SHORT_READ_DRAINS && n < space && !c.hup {
                 // The socket is empty (see `Transport::SHORT_READ_DRAINS`): send what
                 // the frames asked for and wait for the next event.
-                return match Self::h2_flush(c) {
-                    Ok(()) => Next::Wait,
-                    Err(k) => self.h2_fail(c, k),
-                };
+                return self.h2_send(c);
             }
         }
     }

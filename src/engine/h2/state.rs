@@ -3,6 +3,7 @@
 
 use std::time::Instant;
 
+use super::frame::INITIAL_WINDOW;
 use crate::engine::stats::ErrorKind;
 
 /// A request in flight on a connection.
@@ -71,8 +72,8 @@ impl H2Conn {
             out_at: 0,
             peer_max_streams: 1,
             settings_seen: false,
-            send_window: 65_535,
-            peer_window: 65_535,
+            send_window: INITIAL_WINDOW as i64,
+            peer_window: INITIAL_WINDOW,
             recv_unacked: 0,
             block: Vec::new(),
             block_stream: 0,
@@ -93,8 +94,8 @@ impl H2Conn {
         self.out_at = 0;
         self.peer_max_streams = 1;
         self.settings_seen = false;
-        self.send_window = 65_535;
-        self.peer_window = 65_535;
+        self.send_window = INITIAL_WINDOW as i64;
+        self.peer_window = INITIAL_WINDOW;
         self.recv_unacked = 0;
         self.block.clear();
         self.block_stream = 0;

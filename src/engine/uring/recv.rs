@@ -68,28 +68,16 @@ impl Uring<'_> {
                         self.discard_rest(i);
                     }
                     // A receive that ended (buffers ran out, the kernel stopped it, or a
-                    // head's) is armed again while the connection still expects bytes,
-                    // unless the body's rest is to be discarded.
-                    if res != 0
-                        && !self.slots[i].discard_queued
-                        && matches!(
-                            self.conns[i].phase,
-                            Phase::Reading | Phase::Draining | Phase::Paced
-                        )
-                    {
-                        self.arm_recv(i);
+                    // head's) is armed again.
+                    if res != 0 {
+                        self.rearm(i);
                     }
                 }
                 DISCARD => {
                     self.slots[i].discarding = Discarding::No;
                     let next = self.discarded(i, res, now);
                     self.apply(i, next, now);
-                    if matches!(
-                        self.conns[i].phase,
-                        Phase::Reading | Phase::Draining | Phase::Paced
-                    ) {
-                        self.arm_recv(i);
-                    }
+                    self.rearm(i);
                 }
                 SEND if res < 0 => {
                     let next = self.lp.request_failed(ErrorKind::Write);
@@ -100,6 +88,19 @@ impl Uring<'_> {
         }
         if let Some(bid) = bid {
             self.bufs.recycle(bid);
+        }
+    }
+
+    /// A receive of slot `i` has ended: another is armed while the connection still
+    /// expects bytes, unless the body's rest is to be discarded.
+    fn rearm(&mut self, i: usize) {
+        if !self.slots[i].discard_queued
+            && matches!(
+                self.conns[i].phase,
+                Phase::Reading | Phase::Draining | Phase::Paced
+            )
+        {
+            self.arm_recv(i);
         }
     }
 
@@ -134,19 +135,25 @@ impl Uring<'_> {
         let out = types::RecvMsgOut::parse(buf, &self.msghdr).ok()?;
         let payload = out.payload_data();
         let start = payload.as_ptr() as usize - buf.as_ptr() as usize;
-        let at = arrival_ns(out.control_data()).map_or(self.clock.0, |ns| self.instant_of(ns));
+        let at = self.arrival(out.control_data()).unwrap_or(self.clock.0);
         Some((bid, start, payload.len(), at))
     }
 
     /// The same for a head's one-shot receive: its payload fills the buffer from the
     /// start, and its arrival time is in the slot's message.
     fn unpack_head(&self, i: usize, bid: u16, n: usize) -> (u16, usize, usize, Instant) {
-        let at = self.slots[i]
-            .oneshot
-            .as_ref()
-            .and_then(|m| arrival_ns(m.control()))
-            .map_or(self.clock.0, |ns| self.instant_of(ns));
-        (bid, 0, n, at)
+        (bid, 0, n, self.oneshot_arrival(i).unwrap_or(self.clock.0))
+    }
+
+    /// The arrival time in a receive's control messages, on the loop's clock.
+    fn arrival(&self, control: &[u8]) -> Option<Instant> {
+        arrival_ns(control).map(|ns| self.instant_of(ns))
+    }
+
+    /// The arrival time the last one-shot receive of slot `i` (head or discard) left.
+    fn oneshot_arrival(&self, i: usize) -> Option<Instant> {
+        let m = self.slots[i].oneshot.as_ref()?;
+        self.arrival(m.control())
     }
 
     /// Bytes of the connection's stream arrived at `now` in buffer `bid`, at `range`.
@@ -304,11 +311,7 @@ impl Uring<'_> {
             return self.read_error(i, -res, now);
         }
         let n = res as u64;
-        let at = self.slots[i]
-            .oneshot
-            .as_ref()
-            .and_then(|d| arrival_ns(d.control()))
-            .map_or(now, |ns| self.instant_of(ns));
+        let at = self.oneshot_arrival(i).unwrap_or(now);
         let c = &mut self.conns[i];
         self.lp.count_read(c, res as usize, at);
         match c.parser.skip(n) {
