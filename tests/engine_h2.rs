@@ -319,3 +319,55 @@ fn h2_request_bodies_of_several_frames_reach_the_server_whole() {
         log.iter().map(|l| l.request_length).min()
     );
 }
+
+/// A request body larger than a stream's window goes as the server's WINDOW_UPDATEs
+/// open it: with nginx's default window (64 KiB) and with one of 1 KiB
+/// (`http2_body_preread_size`), which nginx announces in its SETTINGS after our first
+/// stream may already have used the default.
+#[test]
+fn h2_request_bodies_larger_than_the_window_are_sent_as_the_server_opens_it() {
+    let dir = tempfile::tempdir().unwrap();
+    let body = dir.path().join("body");
+    std::fs::write(&body, vec![b'b'; 150_000]).unwrap();
+    for (k, preread) in ["", "http2_body_preread_size 1k;"].iter().enumerate() {
+        let sock = dir.path().join(format!("ok{k}.sock"));
+        let sock = sock.to_str().unwrap();
+        let ng = Nginx::start_with_listen(
+            &format!(
+                "server {{ listen unix:{sock}; location / {{ return 200 \"ok\\n\"; }} }} {preread}"
+            ),
+            &format!("location = /post {{ proxy_pass http://unix:{sock}:/ok; }}"),
+            "http2",
+        );
+        let run = run_json(&[
+            "-n",
+            "60",
+            "-c",
+            "2",
+            "-t",
+            "1",
+            "--h2",
+            "--max-concurrent-streams",
+            "4",
+            "-X",
+            "POST",
+            "--body-file",
+            body.to_str().unwrap(),
+            "-d",
+            "30s",
+            "--no-watch",
+            &ng.url("/post"),
+        ]);
+        let log: Vec<_> = ng.log().into_iter().filter(|l| l.http2).collect();
+        assert_no_errors(&run);
+        assert_eq!(u(&run, "results.responses"), 60, "{preread}");
+        assert_eq!(status_codes(&run).get(&200).copied(), Some(60), "{preread}");
+        assert_eq!(log.len(), 60, "{preread}");
+        assert!(
+            log.iter()
+                .all(|l| l.completed && l.request_length >= 150_000),
+            "{preread}: every body whole: {:?}",
+            log.iter().map(|l| l.request_length).min()
+        );
+    }
+}

@@ -36,10 +36,10 @@ pub const MAX_FRAME: usize = 16_384;
 /// A flow-control window until the server's SETTINGS or WINDOW_UPDATE change it: the
 /// connection's, and a new stream's (RFC 9113 §6.9.2).
 pub const INITIAL_WINDOW: u32 = 65_535;
-/// A request body is sent in one go, in DATA frames of at most `MAX_FRAME`, so it must
-/// fit a new stream's flow-control window. A server announcing one smaller than the
-/// default is answered with write errors (see `H2Conn::peer_window`).
-pub const MAX_BODY: usize = INITIAL_WINDOW as usize;
+/// A request body up to this size is prebuilt with its HEADERS (in DATA frames of at most
+/// `MAX_FRAME`) and written in one go when the windows allow it; a larger one, or one
+/// the windows do not allow, is sent as the server's WINDOW_UPDATEs open them.
+pub const WHOLE_BODY: usize = INITIAL_WINDOW as usize;
 
 /// Our receive window, per stream (by SETTINGS) and for the connection (by one
 /// WINDOW_UPDATE after the preface): large, so a response never waits on us and
@@ -95,14 +95,20 @@ pub fn window_update(out: &mut Vec<u8>, stream: u32, inc: u32) {
     out.extend_from_slice(&inc.to_be_bytes());
 }
 
-/// One request's frames, built once: HEADERS (and a DATA frame with the body), with
-/// the places of the stream id in each frame header.
+/// One request's frames, built once: HEADERS (and DATA frames with a body of at most
+/// `WHOLE_BODY`), with the places of the stream id in each frame header; and the body,
+/// for DATA frames written as flow control allows.
 #[derive(Debug, Clone)]
 pub struct RequestFrames {
     pub bytes: Vec<u8>,
     /// Offsets of the 4-byte stream ids to patch.
     id_at: Vec<usize>,
-    /// Length of the body: the connection send window it spends.
+    /// The HEADERS frame's length: the front of `bytes`.
+    head_len: usize,
+    /// `bytes` holds the DATA frames too.
+    whole: bool,
+    body: Vec<u8>,
+    /// Length of the body: the send windows it spends.
     pub body_len: usize,
 }
 
@@ -121,12 +127,6 @@ impl RequestFrames {
     /// The request `spec` describes, as HTTP/2 frames. Errors are one-line messages
     /// (checked before the load).
     pub fn build(spec: &Spec, target: &Target, body: &[u8]) -> Result<RequestFrames, String> {
-        if body.len() > MAX_BODY {
-            return Err(format!(
-                "a request body over HTTP/2 is at most {MAX_BODY} bytes (a new stream's flow-control window); this one is {} — use --h1",
-                body.len()
-            ));
-        }
         let mut authority = target.host_header();
         let mut fields: Vec<(Vec<u8>, Vec<u8>)> = Vec::new();
         for h in &spec.headers {
@@ -177,27 +177,36 @@ impl RequestFrames {
                 block.len()
             ));
         }
+        let whole = body.len() <= WHOLE_BODY;
+        let prebuilt = if whole { body.len() } else { 0 };
         let mut bytes =
-            Vec::with_capacity(block.len() + body.len() + (2 + body.len() / MAX_FRAME) * HEAD);
+            Vec::with_capacity(block.len() + prebuilt + (2 + prebuilt / MAX_FRAME) * HEAD);
         let mut id_at = vec![5];
         let flags = END_HEADERS | if body.is_empty() { END_STREAM } else { 0 };
         head(&mut bytes, block.len(), HEADERS, flags, 0);
         bytes.extend_from_slice(&block);
-        let chunks = body.len().div_ceil(MAX_FRAME);
-        for (k, chunk) in body.chunks(MAX_FRAME).enumerate() {
-            id_at.push(bytes.len() + 5);
-            let flags = if k + 1 == chunks { END_STREAM } else { 0 };
-            head(&mut bytes, chunk.len(), DATA, flags, 0);
-            bytes.extend_from_slice(chunk);
+        let head_len = bytes.len();
+        if whole {
+            let from = bytes.len();
+            Self::data(&mut bytes, 0, body, true);
+            let mut at = from;
+            while at < bytes.len() {
+                id_at.push(at + 5);
+                at += HEAD + FrameHead::parse(&bytes[at..]).len;
+            }
         }
         Ok(RequestFrames {
             bytes,
             id_at,
+            head_len,
+            whole,
+            body: body.to_vec(),
             body_len: body.len(),
         })
     }
 
-    /// Appends this request on stream `id` to `out`.
+    /// Appends this request, HEADERS and the whole body, on stream `id` to `out`. Only
+    /// for a body of at most `WHOLE_BODY` that the windows allow (see `fits`).
     #[inline]
     pub fn write(&self, out: &mut Vec<u8>, id: u32) {
         let at = out.len();
@@ -205,6 +214,42 @@ impl RequestFrames {
         let id = id.to_be_bytes();
         for &o in &self.id_at {
             out[at + o..at + o + 4].copy_from_slice(&id);
+        }
+    }
+
+    /// Whether the whole request may be written at once with `window` bytes of send
+    /// window (the smaller of the stream's and the connection's).
+    #[inline]
+    pub fn fits(&self, window: i64) -> bool {
+        self.whole && self.body_len as i64 <= window
+    }
+
+    /// Appends only the HEADERS frame on stream `id`: the body follows with
+    /// [`write_data`](Self::write_data).
+    pub fn write_headers(&self, out: &mut Vec<u8>, id: u32) {
+        let at = out.len();
+        out.extend_from_slice(&self.bytes[..self.head_len]);
+        out[at + 5..at + 9].copy_from_slice(&id.to_be_bytes());
+    }
+
+    /// Appends DATA frames on stream `id` carrying the `n` body bytes from `from`; the
+    /// frame with the body's last byte ends the stream.
+    pub fn write_data(&self, out: &mut Vec<u8>, id: u32, from: usize, n: usize) {
+        let ends = from + n == self.body.len();
+        Self::data(out, id, &self.body[from..from + n], ends);
+    }
+
+    /// `chunk` in DATA frames of at most `MAX_FRAME`, the last with END_STREAM if `ends`.
+    fn data(out: &mut Vec<u8>, id: u32, chunk: &[u8], ends: bool) {
+        let frames = chunk.len().div_ceil(MAX_FRAME);
+        for (k, part) in chunk.chunks(MAX_FRAME).enumerate() {
+            let flags = if ends && k + 1 == frames {
+                END_STREAM
+            } else {
+                0
+            };
+            head(out, part.len(), DATA, flags, id);
+            out.extend_from_slice(part);
         }
     }
 }
@@ -270,10 +315,51 @@ mod tests {
         assert_eq!(second.stream, 9);
     }
 
+    /// Parses `out` into (type, length, END_STREAM, stream) per frame.
+    fn frames_of(out: &[u8]) -> Vec<(u8, usize, u8, u32)> {
+        let mut at = 0;
+        let mut frames = Vec::new();
+        while at < out.len() {
+            let f = FrameHead::parse(&out[at..]);
+            frames.push((f.ty, f.len, f.flags & END_STREAM, f.stream));
+            at += HEAD + f.len;
+        }
+        assert_eq!(at, out.len());
+        frames
+    }
+
     #[test]
-    fn a_body_larger_than_a_stream_window_is_refused_with_a_way_out() {
-        let e = RequestFrames::build(&spec(), &target(), &[0; MAX_BODY + 1]).unwrap_err();
-        assert!(e.contains("--h1"), "{e}");
+    fn a_body_larger_than_a_stream_window_goes_in_pieces_the_last_ending_the_stream() {
+        let body: Vec<u8> = (0..100_000u32).map(|i| i as u8).collect();
+        let r = RequestFrames::build(&spec(), &target(), &body).unwrap();
+        assert!(!r.fits(i64::MAX), "too large to go whole");
+        let mut out = Vec::new();
+        r.write_headers(&mut out, 3);
+        let head = frames_of(&out);
+        assert_eq!(head, vec![(HEADERS, head[0].1, 0, 3)], "no END_STREAM yet");
+        // As windows open: 20,000 bytes, then 50,000, then the rest.
+        let mut sent = Vec::new();
+        for (from, n) in [(0, 20_000), (20_000, 50_000), (70_000, 30_000)] {
+            let at = out.len();
+            r.write_data(&mut out, 3, from, n);
+            let f = frames_of(&out[at..]);
+            assert!(f
+                .iter()
+                .all(|&(ty, len, _, id)| ty == DATA && len <= MAX_FRAME && id == 3));
+            assert_eq!(f.iter().map(|x| x.1).sum::<usize>(), n);
+            sent.push(f.iter().map(|x| x.2).collect::<Vec<_>>());
+        }
+        assert!(sent[0].iter().chain(&sent[1]).all(|&e| e == 0));
+        assert_eq!(sent[2].last(), Some(&END_STREAM));
+        // The DATA payloads, in order, are the body.
+        let mut got = Vec::new();
+        let mut p = head[0].1 + HEAD;
+        while p < out.len() {
+            let h = FrameHead::parse(&out[p..]);
+            got.extend_from_slice(&out[p + HEAD..p + HEAD + h.len]);
+            p += HEAD + h.len;
+        }
+        assert_eq!(got, body);
     }
 
     #[test]

@@ -9,8 +9,9 @@
 //! A client that only loads a server needs a small part of the protocol, so it is
 //! written here sans-I/O over the same `Transport` (plain for h2c with prior knowledge,
 //! rustls with ALPN `h2`): the preface and SETTINGS (+ACK), HEADERS and CONTINUATION,
-//! DATA, WINDOW_UPDATE (we open a 1 GiB receive window and refill it at half; requests
-//! carry at most one DATA frame, bounded by the connection send window), PING (+ACK),
+//! DATA, WINDOW_UPDATE (we open a 1 GiB receive window and refill it at half; a request
+//! body goes in DATA frames as the server's stream and connection windows allow: at
+//! once when they do, else as its WINDOW_UPDATEs arrive), PING (+ACK),
 //! RST_STREAM (counted as an error of its request, the connection goes on) and GOAWAY
 //! (counted; streams the server did not process are sent again on a new connection).
 //! HPACK is the `httlib-hpack` crate's: the response decoder keeps the dynamic table
@@ -70,7 +71,7 @@ impl<T: Transport> Loop<'_, T> {
             && !h.goaway
             && h.next_id < i32::MAX as u32
             && self.w.connreqs.is_none_or(|n| h.started < n)
-            && h.send_window >= frames.body_len as i64
+            && (frames.body_len == 0 || h.send_window > 0)
             && (self.w.pace.is_none() || c.due <= now)
         {
             if c.permit {
@@ -88,6 +89,8 @@ impl<T: Transport> Loop<'_, T> {
                 intended = c.due;
                 c.due += pace;
             }
+            let window = h.peer_window as i64;
+            let whole = frames.fits(window.min(h.send_window));
             h.streams.push(Stream {
                 id: h.next_id,
                 since: now,
@@ -95,11 +98,21 @@ impl<T: Transport> Loop<'_, T> {
                 first_at: None,
                 status: 0,
                 recv: 0,
+                body_at: 0,
+                window,
             });
-            frames.write(&mut h.out, h.next_id);
+            if whole {
+                frames.write(&mut h.out, h.next_id);
+                let s = h.streams.last_mut().expect("just pushed");
+                s.body_at = frames.body_len as u32;
+                s.window -= frames.body_len as i64;
+                h.send_window -= frames.body_len as i64;
+            } else {
+                frames.write_headers(&mut h.out, h.next_id);
+                h.push_body(frames, h.streams.len() - 1);
+            }
             h.next_id += 2;
             h.started += 1;
-            h.send_window -= frames.body_len as i64;
         }
         if spent {
             if h.streams.is_empty() {
@@ -340,17 +353,18 @@ impl<T: Transport> Loop<'_, T> {
                     let v = u32::from_be_bytes([s[2], s[3], s[4], s[5]]);
                     match u16::from_be_bytes([s[0], s[1]]) {
                         0x3 => h.peer_max_streams = v,
-                        0x4 => h.peer_window = v,
+                        0x4 if v > i32::MAX as u32 => return Err(ErrorKind::Parse),
+                        0x4 => {
+                            // Every open stream's window moves by the change (§6.9.2).
+                            let change = v as i64 - h.peer_window as i64;
+                            h.streams.iter_mut().for_each(|s| s.window += change);
+                            h.peer_window = v;
+                        }
                         _ => {}
                     }
                 }
-                let body = self.w.h2.as_ref().map_or(0, |f| f.body_len);
-                if body > h.peer_window as usize {
-                    // Our bodies are sent in one go: this server would need us to wait
-                    // for its WINDOW_UPDATEs in mid-body.
-                    return Err(ErrorKind::Write);
-                }
                 frame::head(&mut h.out, 0, frame::SETTINGS, frame::ACK, 0);
+                h.push_bodies(self.w.h2.as_deref().expect("an HTTP/2 run"));
             }
             frame::PING if f.flags & frame::ACK == 0 => {
                 frame::head(&mut h.out, p.len(), frame::PING, frame::ACK, 0);
@@ -368,17 +382,23 @@ impl<T: Transport> Loop<'_, T> {
                 h.streams.retain(|s| s.id <= last);
                 h.permits += (before - h.streams.len()) as u32;
             }
-            frame::WINDOW_UPDATE if f.stream == 0 => {
+            frame::WINDOW_UPDATE => {
                 let inc = p
                     .get(..4)
                     .map(|b| u32::from_be_bytes([b[0], b[1], b[2], b[3]]) & 0x7fff_ffff)
                     .ok_or(ErrorKind::Parse)?;
-                h.send_window += inc as i64;
+                let frames = self.w.h2.as_deref().expect("an HTTP/2 run");
+                if f.stream == 0 {
+                    h.send_window += inc as i64;
+                    h.push_bodies(frames);
+                } else if let Some(i) = h.find(f.stream) {
+                    h.streams[i].window += inc as i64;
+                    h.push_body(frames, i);
+                }
             }
             // We said SETTINGS_ENABLE_PUSH = 0.
             frame::PUSH_PROMISE => return Err(ErrorKind::Parse),
-            // PRIORITY, ACKs, stream WINDOW_UPDATEs (a request body fits the initial
-            // window) and unknown types are ignored, as RFC 9113 §4.1 asks.
+            // PRIORITY, ACKs and unknown types are ignored, as RFC 9113 §4.1 asks.
             _ => {}
         }
         Ok(())

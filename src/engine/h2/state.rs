@@ -3,7 +3,7 @@
 
 use std::time::Instant;
 
-use super::frame::INITIAL_WINDOW;
+use super::frame::{RequestFrames, INITIAL_WINDOW};
 use crate::engine::stats::ErrorKind;
 
 /// A request in flight on a connection.
@@ -19,6 +19,11 @@ pub(in crate::engine) struct Stream {
     pub(in crate::engine) status: u16,
     /// DATA bytes received since our last WINDOW_UPDATE for this stream.
     pub(in crate::engine) recv: u32,
+    /// Request body bytes sent so far (the body is sent as the windows allow).
+    pub(in crate::engine) body_at: u32,
+    /// What the server still accepts of this stream's body (may go negative when the
+    /// server lowers SETTINGS_INITIAL_WINDOW_SIZE, RFC 9113 §6.9.2).
+    pub(in crate::engine) window: i64,
 }
 
 /// One HTTP/2 connection's state, kept in its slot and reused by the connections that
@@ -40,8 +45,7 @@ pub(in crate::engine) struct H2Conn {
     pub(in crate::engine) settings_seen: bool,
     /// What the server still accepts of request bodies on this connection.
     pub(in crate::engine) send_window: i64,
-    /// A new stream's window as the server set it (SETTINGS_INITIAL_WINDOW_SIZE): a
-    /// request body larger than this cannot be sent in one go.
+    /// A new stream's send window as the server set it (SETTINGS_INITIAL_WINDOW_SIZE).
     pub(in crate::engine) peer_window: u32,
     /// DATA bytes received since our last connection WINDOW_UPDATE.
     pub(in crate::engine) recv_unacked: u32,
@@ -105,6 +109,31 @@ impl H2Conn {
 
     pub(super) fn find(&self, id: u32) -> Option<usize> {
         self.streams.iter().position(|s| s.id == id)
+    }
+
+    /// Queues as much of stream `i`'s request body as its window and the connection's
+    /// allow.
+    pub(super) fn push_body(&mut self, frames: &RequestFrames, i: usize) {
+        let s = &mut self.streams[i];
+        let left = frames.body_len - s.body_at as usize;
+        let n = left.min(s.window.min(self.send_window).max(0) as usize);
+        if n == 0 {
+            return;
+        }
+        frames.write_data(&mut self.out, s.id, s.body_at as usize, n);
+        s.body_at += n as u32;
+        s.window -= n as i64;
+        self.send_window -= n as i64;
+    }
+
+    /// A window opened: every stream's body goes on as far as the windows allow.
+    pub(super) fn push_bodies(&mut self, frames: &RequestFrames) {
+        for i in 0..self.streams.len() {
+            if self.send_window <= 0 {
+                return;
+            }
+            self.push_body(frames, i);
+        }
     }
 }
 
