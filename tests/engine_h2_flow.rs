@@ -16,6 +16,7 @@ use common::{run_json, status_codes, u};
 
 const DATA: u8 = 0x0;
 const HEADERS: u8 = 0x1;
+const RST_STREAM: u8 = 0x3;
 const SETTINGS: u8 = 0x4;
 const WINDOW_UPDATE: u8 = 0x8;
 const END_STREAM: u8 = 0x1;
@@ -30,6 +31,12 @@ struct Seen {
     violations: u64,
     /// Body length of every stream that ended.
     bodies: Vec<u64>,
+    /// Streams the client reset after our answer (the rest of their bodies unsent).
+    resets: u64,
+    /// Streams still open when their connection closed.
+    open_at_close: u64,
+    /// Most streams open at once on one connection.
+    max_open: usize,
 }
 
 /// How the server grants its windows.
@@ -40,6 +47,8 @@ struct Grants {
     /// Whether it gives a stream's window back when it is used up (the connection's
     /// always is).
     stream_updates: bool,
+    /// Answers 200 on a request's HEADERS, before its body.
+    answer_early: bool,
 }
 
 struct StrictH2 {
@@ -105,6 +114,7 @@ struct Stream {
     /// Opened before the client acknowledged our SETTINGS (its window moves when it does).
     before_ack: bool,
     received: u64,
+    answered: bool,
 }
 
 /// Serves one connection until the client closes it.
@@ -128,6 +138,7 @@ fn serve(mut sock: TcpStream, g: Grants, seen: &Mutex<Seen>) {
     loop {
         let mut head = [0u8; 9];
         if sock.read_exact(&mut head).is_err() {
+            seen.lock().unwrap().open_at_close += streams.len() as u64;
             return;
         }
         let len = u32::from_be_bytes([0, head[0], head[1], head[2]]) as usize;
@@ -158,14 +169,28 @@ fn serve(mut sock: TcpStream, g: Grants, seen: &Mutex<Seen>) {
                     },
                     before_ack: !acked,
                     received: 0,
+                    answered: g.answer_early,
                 });
+                if g.answer_early {
+                    frame(&mut out, HEADERS, END_HEADERS | END_STREAM, id, &[0x88]);
+                }
+                let mut v = seen.lock().unwrap();
+                v.max_open = v.max_open.max(streams.len());
                 if flags & END_STREAM != 0 {
                     ended = Some(id);
                 }
             }
+            RST_STREAM => {
+                if let Some(i) = streams.iter().position(|s| s.id == id && s.answered) {
+                    streams.swap_remove(i);
+                    seen.lock().unwrap().resets += 1;
+                }
+            }
             DATA => {
                 let Some(s) = streams.iter_mut().find(|s| s.id == id) else {
-                    return;
+                    // DATA on a stream that is not open (e.g. after its reset).
+                    seen.lock().unwrap().violations += 1;
+                    continue;
                 };
                 let n = len as i64;
                 let mut v = seen.lock().unwrap();
@@ -197,8 +222,10 @@ fn serve(mut sock: TcpStream, g: Grants, seen: &Mutex<Seen>) {
             let i = streams.iter().position(|s| s.id == id).unwrap();
             let s = streams.swap_remove(i);
             seen.lock().unwrap().bodies.push(s.received);
-            // HPACK static index 8: `:status: 200`.
-            frame(&mut out, HEADERS, END_HEADERS | END_STREAM, id, &[0x88]);
+            if !s.answered {
+                // HPACK static index 8: `:status: 200`.
+                frame(&mut out, HEADERS, END_HEADERS | END_STREAM, id, &[0x88]);
+            }
         }
         if !out.is_empty() && sock.write_all(&out).is_err() {
             return;
@@ -239,6 +266,7 @@ fn bodies_wait_for_the_stream_window_and_never_exceed_it() {
     let server = StrictH2::start(Grants {
         stream_window: 1_000,
         stream_updates: true,
+        answer_early: false,
     });
     let run = post(server.port, &body, "40");
     let port = server.port;
@@ -266,6 +294,7 @@ fn bodies_share_the_connection_window_and_never_exceed_it() {
     let server = StrictH2::start(Grants {
         stream_window: 1 << 20,
         stream_updates: false,
+        answer_early: false,
     });
     let run = post(server.port, &body, "24");
     let seen = std::mem::take(&mut *server.seen.lock().unwrap());
@@ -279,4 +308,34 @@ fn bodies_share_the_connection_window_and_never_exceed_it() {
         "{:?}",
         seen.bodies
     );
+}
+
+/// A server that answers before the body has arrived (as RFC 9113 §8.1 allows): the
+/// response counts, the rest of the body is not sent, and the stream is reset from our
+/// side so that the server does not keep counting it open.
+#[test]
+fn a_response_before_the_whole_body_ends_the_stream_with_a_reset() {
+    let dir = tempfile::tempdir().unwrap();
+    let body = dir.path().join("body");
+    std::fs::write(&body, vec![b'z'; 50_000]).unwrap();
+    let server = StrictH2::start(Grants {
+        stream_window: 1_000,
+        stream_updates: true,
+        answer_early: true,
+    });
+    let run = post(server.port, &body, "20");
+    let seen = std::mem::take(&mut *server.seen.lock().unwrap());
+    drop(server);
+    assert_eq!(u(&run, "results.responses"), 20);
+    assert_eq!(status_codes(&run).get(&200).copied(), Some(20));
+    assert_eq!(seen.violations, 0, "DATA beyond a window or after a reset");
+    // A stream started before our SETTINGS arrived may have sent its whole body (50,000
+    // bytes fit the default window): it ends with END_STREAM; the others with a reset,
+    // or, for the last ones, with their connection at the end of the run.
+    let whole = seen.bodies.iter().filter(|&&b| b == 50_000).count() as u64;
+    assert_eq!(seen.resets + whole + seen.open_at_close, 20, "{seen:?}");
+    assert!(seen.open_at_close <= 8, "{seen:?}");
+    assert!(seen.resets >= 10, "{seen:?}");
+    // The server never saw more streams open than we keep in flight.
+    assert!(seen.max_open <= 4, "{seen:?}");
 }

@@ -89,6 +89,15 @@ pub fn preface(out: &mut Vec<u8>) {
     window_update(out, 0, RECV_WINDOW - INITIAL_WINDOW);
 }
 
+/// RST_STREAM's error code for a stream we no longer want (RFC 9113 §7).
+pub const CANCEL: u32 = 0x8;
+
+/// Ends stream `stream` from our side with `code`.
+pub fn rst_stream(out: &mut Vec<u8>, stream: u32, code: u32) {
+    head(out, 4, RST_STREAM, 0, stream);
+    out.extend_from_slice(&code.to_be_bytes());
+}
+
 #[inline]
 pub fn window_update(out: &mut Vec<u8>, stream: u32, inc: u32) {
     head(out, 4, WINDOW_UPDATE, 0, stream);

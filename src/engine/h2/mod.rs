@@ -425,6 +425,11 @@ impl<T: Transport> Loop<'_, T> {
     /// Stream `i` has ended: record its response.
     fn h2_complete(&mut self, h: &mut H2Conn, i: usize, now: Instant) {
         let s = h.streams.swap_remove(i);
+        if (s.body_at as usize) < self.w.h2.as_ref().map_or(0, |f| f.body_len) {
+            // Answered before its whole body was sent: the rest is not sent, and the
+            // stream is closed from our side too, or the server would count it open.
+            frame::rst_stream(&mut h.out, s.id, frame::CANCEL);
+        }
         if s.status == 0 {
             // Ended without a final status: not a response.
             self.stats.errors[ErrorKind::Parse as usize] += 1;
