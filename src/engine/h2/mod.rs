@@ -11,7 +11,8 @@
 //! rustls with ALPN `h2`): the preface and SETTINGS (+ACK), HEADERS and CONTINUATION,
 //! DATA, WINDOW_UPDATE (we open a 1 GiB receive window and refill it at half; a request
 //! body goes in DATA frames as the server's stream and connection windows allow: at
-//! once when they do, else as its WINDOW_UPDATEs arrive), PING (+ACK),
+//! once when they do, else as its WINDOW_UPDATEs arrive, at most 256 KiB queued at a
+//! time; a stream answered before its body is all sent is reset by us), PING (+ACK),
 //! RST_STREAM (counted as an error of its request, the connection goes on) and GOAWAY
 //! (counted; streams the server did not process are sent again on a new connection).
 //! HPACK is the `httlib-hpack` crate's: the response decoder keeps the dynamic table
@@ -157,7 +158,7 @@ impl<T: Transport> Loop<'_, T> {
 
     /// Writes what is queued, then waits for the next event.
     fn h2_send(&mut self, c: &mut Conn<T>) -> Next {
-        match Self::h2_flush(c) {
+        match self.h2_flush(c) {
             Ok(()) => Next::Wait,
             Err(k) => self.h2_fail(c, k),
         }
@@ -190,29 +191,36 @@ impl<T: Transport> Loop<'_, T> {
         Next::Reopen
     }
 
-    /// Writes queued frames until done or the socket is full.
-    fn h2_flush(c: &mut Conn<T>) -> Result<(), ErrorKind> {
+    /// Writes queued frames until done or the socket is full; request bodies longer than
+    /// a queue's worth go on as it empties.
+    fn h2_flush(&self, c: &mut Conn<T>) -> Result<(), ErrorKind> {
         let (Some(t), Some(h)) = (c.transport.as_mut(), c.h2.as_deref_mut()) else {
             return Ok(());
         };
-        while h.out_at < h.out.len() {
-            match t.write(&h.out[h.out_at..]) {
-                Ok(0) => return Err(ErrorKind::Write),
-                Ok(n) => h.out_at += n,
-                Err(e) if e.kind() == io::ErrorKind::WouldBlock => return Ok(()),
-                Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
-                Err(_) => return Err(ErrorKind::Write),
+        loop {
+            while h.out_at < h.out.len() {
+                match t.write(&h.out[h.out_at..]) {
+                    Ok(0) => return Err(ErrorKind::Write),
+                    Ok(n) => h.out_at += n,
+                    Err(e) if e.kind() == io::ErrorKind::WouldBlock => return Ok(()),
+                    Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+                    Err(_) => return Err(ErrorKind::Write),
+                }
+            }
+            h.out.clear();
+            h.out_at = 0;
+            h.push_bodies(self.w.h2.as_deref().expect("an HTTP/2 run"));
+            if h.out.is_empty() {
+                break;
             }
         }
-        h.out.clear();
-        h.out_at = 0;
         t.flush().map(|_| ()).map_err(|_| ErrorKind::Write)
     }
 
     /// Drives an HTTP/2 connection until the socket would block.
     pub(super) fn h2_step(&mut self, c: &mut Conn<T>, now: Instant) -> Next {
         loop {
-            if let Err(k) = Self::h2_flush(c) {
+            if let Err(k) = self.h2_flush(c) {
                 return self.h2_fail(c, k);
             }
             let Some(t) = c.transport.as_mut() else {

@@ -6,6 +6,11 @@ use std::time::Instant;
 use super::frame::{RequestFrames, INITIAL_WINDOW};
 use crate::engine::stats::ErrorKind;
 
+/// Most bytes of request bodies queued for a connection's socket at a time: the rest
+/// goes as the socket takes them (a 16 MiB body on 4 streams would otherwise be copied
+/// whole into the queue of every connection whose windows allow it).
+const QUEUE_MAX: usize = 256 * 1024;
+
 /// A request in flight on a connection.
 #[derive(Debug, Clone, Copy)]
 pub(in crate::engine) struct Stream {
@@ -111,12 +116,15 @@ impl H2Conn {
         self.streams.iter().position(|s| s.id == id)
     }
 
-    /// Queues as much of stream `i`'s request body as its window and the connection's
-    /// allow.
+    /// Queues as much of stream `i`'s request body as its window, the connection's, and
+    /// `QUEUE_MAX` allow.
     pub(super) fn push_body(&mut self, frames: &RequestFrames, i: usize) {
         let s = &mut self.streams[i];
         let left = frames.body_len - s.body_at as usize;
-        let n = left.min(s.window.min(self.send_window).max(0) as usize);
+        let room = QUEUE_MAX.saturating_sub(self.out.len() - self.out_at);
+        let n = left
+            .min(room)
+            .min(s.window.min(self.send_window).max(0) as usize);
         if n == 0 {
             return;
         }
