@@ -90,25 +90,75 @@ fn bottlenecks(run: &Value) -> Vec<String> {
 
 /// Runs `lab run NAME --fix` and returns (before, after) Runs, after checking the
 /// diagnosis: the fault's finding is the first bottleneck before, and gone after.
+///
+/// A scenario is its world's only load. When the diagnosis is off while a process
+/// outside the world took a CPU (a build, another job on the machine), the run measured
+/// the host, not the scenario: it runs again, at most twice more, saying why. A wrong
+/// diagnosis on a quiet host fails at once.
 fn lab(name: &str, duration: &str) -> (Value, Value) {
-    let (before, after) = lab_runs(name, duration);
+    for attempt in 1.. {
+        let (before, after) = lab_runs(name, duration);
+        let Err(why) = diagnosis(name, &before, &after) else {
+            return (before, after);
+        };
+        match outside_load(&before).or_else(|| outside_load(&after)) {
+            Some(busy) if attempt < 3 => {
+                eprintln!("{name}: {why}, while the host was busy ({busy}): run again")
+            }
+            Some(busy) => panic!("{why} (the host was busy: {busy})"),
+            None => panic!("{why}"),
+        }
+    }
+    unreachable!()
+}
+
+/// The scenario's fault is the first bottleneck before and gone after the fix; the
+/// healthy control has nothing but its CPU (or link) as a limit.
+fn diagnosis(name: &str, before: &Value, after: &Value) -> Result<(), String> {
     let want = expected(name);
-    let b = bottlenecks(&before);
-    assert_eq!(
-        b.first().map(String::as_str),
-        Some(want),
-        "{name} before: {b:?}"
-    );
+    let b = bottlenecks(before);
+    if b.first().map(String::as_str) != Some(want) {
+        return Err(format!("{name} before: {b:?}, want {want} first"));
+    }
     let top = &before["findings"][0];
     assert!(
         !top["evidence"].as_array().unwrap().is_empty() && top["fix"].as_str().unwrap().len() > 10
     );
+    let a = bottlenecks(after);
     // In healthy and gzip-cpu the CPU stays the limit after the fix (a cheaper one).
-    if name != "healthy" && name != "gzip-cpu" {
-        let a = bottlenecks(&after);
-        assert!(!a.iter().any(|id| id == want), "{name} after fix: {a:?}");
+    if name != "healthy" && name != "gzip-cpu" && a.iter().any(|id| id == want) {
+        return Err(format!("{name} after fix: {a:?}"));
     }
-    (before, after)
+    if name == "healthy" {
+        let allowed = ["server-cpu-saturated", "link-saturated"];
+        if let Some(id) = b
+            .iter()
+            .chain(&a)
+            .find(|id| !allowed.contains(&id.as_str()))
+        {
+            return Err(format!("healthy: false alarm {id}"));
+        }
+    }
+    Ok(())
+}
+
+/// Processes outside the lab's world that took at least a fifth of a CPU during the
+/// run (the world: its servers, its `sh` busy loops, loadlens, the kernel's threads).
+fn outside_load(run: &Value) -> Option<String> {
+    const WORLD: &[&str] = &["nginx", "php-fpm", "apache2", "haproxy", "sh", "loadlens"];
+    const KERNEL: &[&str] = &["ksoftirqd", "kworker", "rcu", "migration", "irq/"];
+    let busy: Vec<String> = run["evidence"]["window"]["other_processes"]
+        .as_array()?
+        .iter()
+        .filter(|o| o["cpu_pct"].as_f64().unwrap_or(0.0) >= 20.0)
+        .filter_map(|o| {
+            let comm = o["comm"].as_str()?;
+            let ours = WORLD.iter().any(|w| comm.starts_with(w))
+                || KERNEL.iter().any(|k| comm.starts_with(k));
+            (!ours).then(|| format!("{comm} {:.0}% CPU", o["cpu_pct"].as_f64().unwrap_or(0.0)))
+        })
+        .collect();
+    (!busy.is_empty()).then(|| busy.join(", "))
 }
 
 fn lab_runs(name: &str, duration: &str) -> (Value, Value) {
@@ -237,12 +287,6 @@ fn errors(run: &Value) -> u64 {
 fn healthy() {
     let (before, after) = lab("healthy", "2s");
     for r in [&before, &after] {
-        for id in bottlenecks(r) {
-            assert!(
-                ["server-cpu-saturated", "link-saturated"].contains(&id.as_str()),
-                "false alarm {id}"
-            );
-        }
         assert_eq!(errors(r), 0);
         assert_eq!(r["results"]["non_2xx_3xx"], 0);
         assert!(worker(r, "cpu_pct") > 50.0, "the worker is the limit");

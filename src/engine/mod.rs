@@ -178,7 +178,10 @@ fn run_with<T: Transport + 'static>(
     stop: Arc<AtomicBool>,
     progress: &mut dyn Progress,
 ) -> anyhow::Result<Outcome> {
-    let request = Arc::new(RequestBytes::build(spec, target, body));
+    // HTTP/2 sends the body from its frames; the HTTP/1.1 bytes then keep only the head
+    // (whether responses have bodies), not two more copies of a body of up to 64 MiB.
+    let h1_body = if h2 { &[][..] } else { body };
+    let request = Arc::new(RequestBytes::build(spec, target, h1_body));
     let frames = match h2 {
         true => Some(Arc::new(
             RequestFrames::build(spec, target, body).map_err(|e| anyhow::anyhow!(e))?,

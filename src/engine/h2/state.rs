@@ -71,20 +71,42 @@ pub(in crate::engine) struct H2Conn {
 
 impl H2Conn {
     pub(super) fn new(streams: usize, request_len: usize) -> H2Conn {
+        H2Conn::with_buffers(
+            Vec::with_capacity(4096),
+            Vec::with_capacity(32),
+            Vec::with_capacity(streams),
+            Vec::with_capacity(streams * request_len + 1024),
+            Vec::new(),
+        )
+    }
+
+    /// A connection's initial state around these buffers (emptied).
+    fn with_buffers(
+        mut scratch: Vec<u8>,
+        mut fields: Vec<(Vec<u8>, Vec<u8>, u8)>,
+        mut streams: Vec<Stream>,
+        mut out: Vec<u8>,
+        mut block: Vec<u8>,
+    ) -> H2Conn {
+        scratch.clear();
+        fields.clear();
+        streams.clear();
+        out.clear();
+        block.clear();
         H2Conn {
             decoder: httlib_hpack::Decoder::default(),
-            scratch: Vec::with_capacity(4096),
-            fields: Vec::with_capacity(32),
-            streams: Vec::with_capacity(streams),
+            scratch,
+            fields,
+            streams,
             next_id: 1,
-            out: Vec::with_capacity(streams * request_len + 1024),
+            out,
             out_at: 0,
             peer_max_streams: 1,
             settings_seen: false,
             send_window: INITIAL_WINDOW as i64,
             peer_window: INITIAL_WINDOW,
             recv_unacked: 0,
-            block: Vec::new(),
+            block,
             block_stream: 0,
             block_ends_stream: false,
             goaway: false,
@@ -94,22 +116,19 @@ impl H2Conn {
         }
     }
 
-    /// A fresh connection on the same slot: new HPACK state and windows, same buffers.
+    /// A fresh connection on the same slot: new HPACK state and windows, same buffers;
+    /// the open loop's claimed permits and due time carry over to it.
     pub(super) fn reset(&mut self) {
-        self.decoder = httlib_hpack::Decoder::default();
-        self.streams.clear();
-        self.next_id = 1;
-        self.out.clear();
-        self.out_at = 0;
-        self.peer_max_streams = 1;
-        self.settings_seen = false;
-        self.send_window = INITIAL_WINDOW as i64;
-        self.peer_window = INITIAL_WINDOW;
-        self.recv_unacked = 0;
-        self.block.clear();
-        self.block_stream = 0;
-        self.goaway = false;
-        self.started = 0;
+        let mut fresh = H2Conn::with_buffers(
+            std::mem::take(&mut self.scratch),
+            std::mem::take(&mut self.fields),
+            std::mem::take(&mut self.streams),
+            std::mem::take(&mut self.out),
+            std::mem::take(&mut self.block),
+        );
+        fresh.permits = self.permits;
+        fresh.scheduled = self.scheduled;
+        *self = fresh;
     }
 
     pub(super) fn find(&self, id: u32) -> Option<usize> {
