@@ -14,7 +14,7 @@
 
 use crate::run::{
     Change, CompareRow, ComparedRun, Comparison, Evidence, Kind, LoadMetric, LoadResults,
-    ProcRates, Run, Sample, Verdict, COMPARISON_SCHEMA_VERSION, LOAD_METRICS,
+    ProcRates, Role, Run, Sample, Verdict, COMPARISON_SCHEMA_VERSION, LOAD_METRICS,
 };
 use crate::stats::{effective_n, mean_sd, welch_p};
 
@@ -41,7 +41,7 @@ fn busiest<'a>(
     f: fn(&ProcRates) -> Option<f64>,
 ) -> Option<f64> {
     procs
-        .filter(|p| p.role == "worker" && p.is_front())
+        .filter(|p| p.role == Role::Worker && p.is_front())
         .filter_map(f)
         .fold(None, |m: Option<f64>, x| Some(m.map_or(x, |m| m.max(x))))
 }

@@ -31,7 +31,7 @@ fn find<'a>(f: &'a [Finding], id: &str) -> &'a Finding {
 
 fn set_worker(run: &mut Run, cpu_pct: f64, threads: u64, run_delay_ms_per_s: f64) {
     for p in run.evidence.as_mut().unwrap().window.processes.iter_mut() {
-        if p.role == "worker" {
+        if p.role == loadlens::run::Role::Worker {
             p.cpu_pct = cpu_pct;
             p.threads = threads;
             p.run_delay_ms_per_s = Some(run_delay_ms_per_s);

@@ -14,7 +14,7 @@ pub mod explain;
 mod kinds;
 mod rules;
 
-use crate::run::{Evidence, Fact, Finding, Kind, ProcRates, Run, ServerKind};
+use crate::run::{Evidence, Fact, Finding, Kind, ProcRates, Role, Run, ServerKind, Tier};
 
 pub use explain::explain;
 
@@ -164,7 +164,11 @@ impl<'a> Ctx<'a> {
     /// The processes doing the serving: workers where there are some (nginx workers,
     /// php-fpm children), else every watched process.
     pub fn workers(&self) -> Vec<&'a ProcRates> {
-        let w: Vec<&ProcRates> = self.procs().iter().filter(|p| p.role == "worker").collect();
+        let w: Vec<&ProcRates> = self
+            .procs()
+            .iter()
+            .filter(|p| p.role == Role::Worker)
+            .collect();
         if w.is_empty() {
             self.procs().iter().collect()
         } else {
@@ -175,7 +179,7 @@ impl<'a> Ctx<'a> {
     /// The workers of the process serving the URL: the `front` tier, or in Runs
     /// recorded before tiers, the first watched comm.
     pub fn front_workers(&self) -> Vec<&'a ProcRates> {
-        let tiered = self.procs().iter().any(|p| !p.tier.is_empty());
+        let tiered = self.procs().iter().any(|p| p.tier != Tier::Unknown);
         let front = self
             .ev
             .and_then(|e| e.topology.processes.first())
@@ -184,7 +188,7 @@ impl<'a> Ctx<'a> {
             .into_iter()
             .filter(|p| {
                 if tiered {
-                    p.tier == "front"
+                    p.tier == Tier::Front
                 } else {
                     front.as_deref().is_none_or(|c| c == p.comm)
                 }
@@ -196,7 +200,7 @@ impl<'a> Ctx<'a> {
     pub fn upstream_procs(&self) -> Vec<&'a ProcRates> {
         self.procs()
             .iter()
-            .filter(|p| p.tier == "upstream")
+            .filter(|p| p.tier == Tier::Upstream)
             .collect()
     }
 
@@ -269,7 +273,7 @@ impl<'a> Ctx<'a> {
         e.topology
             .processes
             .iter()
-            .filter(|p| p.tier != "upstream")
+            .filter(|p| p.tier != Tier::Upstream)
             .map(|p| p.kind)
             .find(|k| *k != ServerKind::Unknown)
             .unwrap_or(ServerKind::Unknown)

@@ -3,7 +3,7 @@
 
 use hdrhistogram::Histogram;
 
-use crate::run::Run;
+use crate::run::{Role, Run};
 
 /// A Run recorded from the lab, e.g. `listen-backlog-before`.
 pub fn fixture(name: &str) -> Run {
@@ -70,7 +70,7 @@ pub fn with_profile(run: &mut Run, name: &str) {
         .window
         .processes
         .iter()
-        .filter(|p| p.role == "worker" && p.is_front())
+        .filter(|p| p.role == Role::Worker && p.is_front())
         .max_by(|a, b| a.cpu_pct.total_cmp(&b.cpu_pct))
         .expect("a front worker")
         .pid;

@@ -6,7 +6,7 @@ use std::time::Duration;
 use super::scenario::{args, counter, listen, url, Beside, Key, Scenario, Setup};
 use super::servers::{children, start_nginx, start_php_fpm, start_upstream, Nginx};
 use super::world::World;
-use crate::run::Run;
+use crate::run::{Role, Run};
 
 /// Starts the front nginx (`n`, its `listen` set to the server address) inside the
 /// server namespace, ready once the client namespace can connect. Returns its pid.
@@ -24,7 +24,7 @@ fn start_front(w: &mut World, n: Nginx) -> anyhow::Result<i32> {
 }
 
 /// The busiest process of the front whose role is `role`.
-fn proc_max(run: &Run, role: &str, f: fn(&crate::run::ProcRates) -> Option<f64>) -> Option<f64> {
+fn proc_max(run: &Run, role: Role, f: fn(&crate::run::ProcRates) -> Option<f64>) -> Option<f64> {
     let e = run.evidence.as_ref()?;
     e.window
         .processes
@@ -49,7 +49,7 @@ pub fn all() -> Vec<Scenario> {
             expected_finding: "server-cpu-saturated",
             key: Key {
                 label: "nginx worker CPU %",
-                read: |r| proc_max(r, "worker", |p| Some(p.cpu_pct)),
+                read: |r| proc_max(r, Role::Worker, |p| Some(p.cpu_pct)),
             },
             build: |w, _fixed| {
                 w.two_hosts()?;
@@ -207,7 +207,7 @@ pub fn all() -> Vec<Scenario> {
             expected_finding: "small-proxy-buffers",
             key: Key {
                 label: "proxy bytes per read",
-                read: |r| proc_max(r, "worker", |p| p.bytes_per_read),
+                read: |r| proc_max(r, Role::Worker, |p| p.bytes_per_read),
             },
             build: |w, fixed| {
                 w.two_hosts()?;
@@ -265,7 +265,7 @@ pub fn all() -> Vec<Scenario> {
             expected_finding: "run-queue-delay",
             key: Key {
                 label: "worker run delay ms/s",
-                read: |r| proc_max(r, "worker", |p| p.run_delay_ms_per_s),
+                read: |r| proc_max(r, Role::Worker, |p| p.run_delay_ms_per_s),
             },
             build: |w, fixed| {
                 w.two_hosts()?;
@@ -399,7 +399,7 @@ pub fn all() -> Vec<Scenario> {
             expected_finding: "fd-limit",
             key: Key {
                 label: "worker open fds (most)",
-                read: |r| proc_max(r, "worker", |p| p.fds_peak().map(|v| v as f64)),
+                read: |r| proc_max(r, Role::Worker, |p| p.fds_peak().map(|v| v as f64)),
             },
             build: |w, fixed| {
                 w.two_hosts()?;
@@ -420,7 +420,7 @@ pub fn all() -> Vec<Scenario> {
             expected_finding: "connection-limit",
             key: Key {
                 label: "worker open fds (most)",
-                read: |r| proc_max(r, "worker", |p| p.fds_peak().map(|v| v as f64)),
+                read: |r| proc_max(r, Role::Worker, |p| p.fds_peak().map(|v| v as f64)),
             },
             build: |w, fixed| {
                 w.two_hosts()?;

@@ -6,7 +6,7 @@ use std::path::Path;
 
 use anyhow::Context;
 
-use crate::run::Run;
+use crate::run::{Run, Tier};
 
 /// The SVG of `run`'s profile. Err when the Run holds no profile or no samples.
 pub fn svg(run: &Run) -> anyhow::Result<Vec<u8>> {
@@ -41,7 +41,11 @@ fn draw(run: &Run, inline: bool) -> anyhow::Result<Vec<u8>> {
                 format!(
                     "{} ({})",
                     s.comm,
-                    if s.tier.is_empty() { "front" } else { &s.tier }
+                    if s.tier == Tier::Unknown {
+                        Tier::Front
+                    } else {
+                        s.tier
+                    }
                 )
             })
             .unwrap_or_else(|| format!("pid {pid}"))

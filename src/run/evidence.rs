@@ -6,7 +6,7 @@ use std::collections::BTreeMap;
 
 use serde::{Deserialize, Serialize};
 
-use super::{Profile, ServerKind, ServerLog, Topology};
+use super::{Profile, Role, ServerKind, ServerLog, Tier, Topology};
 
 /// Everything watched during a run.
 #[derive(Debug, Clone, Default, Serialize, Deserialize, schemars::JsonSchema)]
@@ -111,10 +111,10 @@ pub struct ProcRates {
     /// Which server (see `ServerProcess::kind`).
     #[serde(default)]
     pub kind: ServerKind,
-    pub role: String,
+    pub role: Role,
     /// `front` or `upstream` (see `ServerProcess::tier`); empty in older Runs.
     #[serde(default)]
-    pub tier: String,
+    pub tier: Tier,
     /// CPU use, percent of one core (user + system), and its parts.
     pub cpu_pct: f64,
     /// For a process of several threads, the CPU use of its busiest thread, percent of
@@ -258,7 +258,7 @@ impl ProcRates {
     /// How a title names it: "nginx worker 4122", or "gosrv 812" for a server that is
     /// one process.
     pub fn label(&self) -> String {
-        if self.role == "worker" {
+        if self.role == Role::Worker {
             format!("{} worker {}", self.comm, self.pid)
         } else {
             format!("{} {}", self.comm, self.pid)
@@ -267,7 +267,7 @@ impl ProcRates {
 
     /// Whether it serves the URL (the front), or is in a Run recorded before tiers.
     pub fn is_front(&self) -> bool {
-        self.tier != "upstream"
+        self.tier != Tier::Upstream
     }
 
     /// The most open fds over the run where known (the window's `fds_max`), else the

@@ -47,7 +47,7 @@ pub use profile::{split_frame, Profile, Stack, Top, TopFunction, KERNEL_SUFFIX};
 pub use repeat::Repetition;
 pub use segment::{Merged, Segment, SegmentPart};
 pub use sweep::{Ceiling, Cell, Dim, Step, Sweep, SWEEP_SCHEMA_VERSION};
-pub use topology::{Listener, ServerConfig, ServerKind, ServerProcess, Topology};
+pub use topology::{Listener, Role, ServerConfig, ServerKind, ServerProcess, Tier, Topology};
 
 /// Version of the JSON layout below.
 pub const SCHEMA_VERSION: u32 = 1;

@@ -41,12 +41,12 @@ pub struct ServerProcess {
     pub kind: ServerKind,
     /// `master` (its children are watched too), `worker` (a child of a watched
     /// process), or `server` (neither).
-    pub role: String,
+    pub role: Role,
     /// `front`: serves the URL (holds its listening socket, or was named by
     /// `--server-pid`/`--server-name` when nothing holds it); `upstream`: where the
     /// front passes requests (found from nginx's `*_pass` directives, or named).
     #[serde(default)]
-    pub tier: String,
+    pub tier: Tier,
 }
 
 /// A listening socket and its queue.
@@ -97,6 +97,67 @@ impl ServerConfig {
             _ => self.directives.get(directive),
         }?;
         Some(v.join(" | "))
+    }
+}
+
+/// A watched process's place in its server.
+#[derive(
+    Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema,
+)]
+#[serde(rename_all = "lowercase")]
+pub enum Role {
+    /// Its children are watched too.
+    Master,
+    /// A child of a watched process.
+    Worker,
+    /// Neither.
+    #[default]
+    Server,
+}
+
+impl std::fmt::Display for Role {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+impl Role {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Role::Master => "master",
+            Role::Worker => "worker",
+            Role::Server => "server",
+        }
+    }
+}
+
+/// Which server a watched process belongs to: the one serving the URL or one behind it.
+#[derive(
+    Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema,
+)]
+#[serde(rename_all = "lowercase")]
+pub enum Tier {
+    Front,
+    Upstream,
+    /// Not recorded (Runs older than tiers).
+    #[default]
+    #[serde(rename = "")]
+    Unknown,
+}
+
+impl std::fmt::Display for Tier {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+impl Tier {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Tier::Front => "front",
+            Tier::Upstream => "upstream",
+            Tier::Unknown => "",
+        }
     }
 }
 

@@ -5,7 +5,7 @@
 use std::collections::{BTreeMap, BTreeSet};
 use std::net::{IpAddr, SocketAddr};
 
-use crate::run::{Listener, ServerKind, ServerProcess, Topology};
+use crate::run::{Listener, Role, ServerKind, ServerProcess, Tier, Topology};
 use crate::sys::procfs::all_pid_stats;
 use crate::sys::sockdiag::Diag;
 
@@ -142,7 +142,7 @@ pub fn discover(
         }
     }
     let front = with_children(&front, &procs);
-    push_processes(&mut topo, &front, "front", &procs);
+    push_processes(&mut topo, &front, Tier::Front, &procs);
     read_config(&mut topo, &mut warnings);
 
     // Upstreams named in the front's configuration: who listens there.
@@ -166,7 +166,7 @@ pub fn discover(
         .difference(&front)
         .copied()
         .collect();
-    push_processes(&mut topo, &upstream, "upstream", &procs);
+    push_processes(&mut topo, &upstream, Tier::Upstream, &procs);
     let unreadable = holders.unreadable;
     let chosen: BTreeSet<i32> = front.union(&upstream).copied().collect();
 
@@ -252,7 +252,7 @@ fn with_children(roots: &BTreeSet<i32>, procs: &BTreeMap<i32, (i32, String)>) ->
 fn push_processes(
     topo: &mut Topology,
     pids: &BTreeSet<i32>,
-    tier: &str,
+    tier: Tier,
     procs: &BTreeMap<i32, (i32, String)>,
 ) {
     for pid in pids {
@@ -263,11 +263,11 @@ fn push_processes(
             .iter()
             .any(|c| procs.get(c).is_some_and(|(pp, _)| pp == pid));
         let role = if pids.contains(ppid) {
-            "worker"
+            Role::Worker
         } else if has_children {
-            "master"
+            Role::Master
         } else {
-            "server"
+            Role::Server
         };
         // The executable says which server it is; its link is unreadable for another
         // user's process without root, then the command name stands in.
@@ -279,8 +279,8 @@ fn push_processes(
             ppid: *ppid,
             comm: comm.clone(),
             kind: ServerKind::from_executable(&exe),
-            role: role.to_string(),
-            tier: tier.to_string(),
+            role,
+            tier,
         });
     }
 }
@@ -289,7 +289,7 @@ fn push_processes(
 /// loadlens has a reader for its kind.
 fn read_config(topo: &mut Topology, warnings: &mut Vec<String>) {
     let Some(m) = topo.processes.iter().find(|p| {
-        p.role != "worker"
+        p.role != Role::Worker
             && matches!(
                 p.kind,
                 ServerKind::Nginx | ServerKind::Apache | ServerKind::Haproxy
@@ -334,12 +334,12 @@ fn upstream_listeners(d: &mut Diag, addr: &str) -> std::io::Result<Vec<Listener>
 }
 
 fn summarize(t: &Topology, target: SocketAddr) -> String {
-    let describe = |tier: &str| -> String {
+    let describe = |tier: Tier| -> String {
         let mut by_comm: BTreeMap<&str, (Vec<i32>, usize)> = BTreeMap::new();
         for p in t.processes.iter().filter(|p| p.tier == tier) {
             let e = by_comm.entry(p.comm.as_str()).or_default();
-            match p.role.as_str() {
-                "worker" => e.1 += 1,
+            match p.role {
+                Role::Worker => e.1 += 1,
                 _ => e.0.push(p.pid),
             }
         }
@@ -361,8 +361,8 @@ fn summarize(t: &Topology, target: SocketAddr) -> String {
             .collect::<Vec<_>>()
             .join(", ")
     };
-    let parts = describe("front");
-    let upstream = describe("upstream");
+    let parts = describe(Tier::Front);
+    let upstream = describe(Tier::Upstream);
     let on = t
         .listeners
         .first()

@@ -3,7 +3,7 @@
 
 use std::collections::BTreeMap;
 
-use crate::run::HostFacts;
+use crate::run::{HostFacts, Role, Tier};
 use crate::sys::cgroup::cgroup_cpu_max;
 use crate::sys::procfs::{parse_cpu_list, parse_cpus_allowed};
 
@@ -33,10 +33,10 @@ impl Reader {
     /// masks; every watched process when none is a worker: an idle master's mask says
     /// nothing about where the serving happens), empty when none could be read.
     fn server_cpus(&self) -> Vec<u32> {
-        let front = self.procs.iter().filter(|p| p.tier != "upstream");
-        let workers = front.clone().any(|p| p.role == "worker");
+        let front = self.procs.iter().filter(|p| p.tier != Tier::Upstream);
+        let workers = front.clone().any(|p| p.role == Role::Worker);
         let mut cpus: Vec<u32> = front
-            .filter(|p| !workers || p.role == "worker")
+            .filter(|p| !workers || p.role == Role::Worker)
             .filter_map(|p| std::fs::read_to_string(format!("/proc/{}/status", p.pid)).ok())
             .filter_map(|t| parse_cpus_allowed(&t))
             .flatten()

@@ -13,7 +13,7 @@ use std::collections::BTreeMap;
 use std::io::{Read, Seek, SeekFrom};
 use std::os::unix::fs::MetadataExt;
 
-use crate::run::{LogClass, ServerConfig, ServerKind, ServerLog, ServerProcess};
+use crate::run::{LogClass, Role, ServerConfig, ServerKind, ServerLog, ServerProcess};
 
 /// At most this much of each log is read per run.
 pub const MAX_BYTES: u64 = 4 << 20;
@@ -190,7 +190,7 @@ pub fn find(procs: &[ServerProcess], config: Option<&ServerConfig>) -> Vec<Tail>
     }
     for p in procs
         .iter()
-        .filter(|p| p.kind == ServerKind::PhpFpm && p.role != "worker")
+        .filter(|p| p.kind == ServerKind::PhpFpm && p.role != Role::Worker)
     {
         if let Some(path) = php_fpm_error_log(p.pid) {
             add(path, "php-fpm");

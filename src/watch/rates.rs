@@ -105,8 +105,8 @@ impl Reader {
                     pid: p.pid,
                     comm: p.comm.clone(),
                     kind: p.kind,
-                    role: p.role.clone(),
-                    tier: p.tier.clone(),
+                    role: p.role,
+                    tier: p.tier,
                     cpu_pct: user + system,
                     busiest_thread_pct: (y.thread_ticks.len() > 1).then(|| {
                         y.thread_ticks
@@ -358,8 +358,8 @@ mod tests {
                 ppid: 1,
                 comm: "nginx".into(),
                 kind: crate::run::ServerKind::Nginx,
-                role: "worker".into(),
-                tier: "front".into(),
+                role: crate::run::Role::Worker,
+                tier: crate::run::Tier::Front,
             }],
             diag: None,
             port: 8080,

@@ -6,7 +6,7 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::sync::mpsc::{self, RecvTimeoutError};
 use std::time::{Duration, Instant};
 
-use crate::run::{Evidence, Profile, Topology};
+use crate::run::{Evidence, Profile, Role, Tier, Topology};
 use crate::sys::sockdiag::{self, Diag};
 use crate::sys::thread_cpu::ThreadCpuSample;
 
@@ -177,7 +177,7 @@ fn busiest_front_worker(p: &Profile, topology: &Topology) -> Option<i32> {
     let workers: Vec<i32> = topology
         .processes
         .iter()
-        .filter(|s| s.tier != "upstream" && s.role != "master")
+        .filter(|s| s.tier != Tier::Upstream && s.role != Role::Master)
         .map(|s| s.pid)
         .collect();
     let all: Vec<i32> = topology.processes.iter().map(|s| s.pid).collect();

@@ -389,7 +389,7 @@ mod tests {
                 .window
                 .processes
                 .iter_mut()
-                .filter(|p| p.role == "worker")
+                .filter(|p| p.role == crate::run::Role::Worker)
                 .collect();
             for (p, v) in ws.into_iter().zip([a, b]) {
                 p.cpu_pct = v;

@@ -1,7 +1,7 @@
 //! Upstreams behind a proxy (php-fpm, a backend) as the limit.
 
 use super::{fact, finding, logged, ramp, Ctx};
-use crate::run::{Finding, Kind, ServerKind};
+use crate::run::{Finding, Kind, Role, ServerKind};
 
 /// An upstream behind the front (php-fpm, a backend) is the limit when requests wait
 /// in its accept queue (TCP or unix, e.g. php-fpm's socket) and either the front fails
@@ -55,7 +55,7 @@ pub(super) fn upstream_saturated(c: &Ctx) -> Option<Finding> {
             .find(|p| p.kind == ServerKind::PhpFpm)
             .map(|p| p.comm.clone())
     });
-    let workers = ups.iter().filter(|p| p.role == "worker").count();
+    let workers = ups.iter().filter(|p| p.role == Role::Worker).count();
     let at = match (upstream_q, &upstream_comm) {
         (Some(q), Some(comm)) if workers > 0 => format!("{} ({comm}, {workers} workers)", q.addr),
         (Some(q), Some(comm)) => format!("{} ({comm})", q.addr),
@@ -91,7 +91,7 @@ pub(super) fn upstream_saturated(c: &Ctx) -> Option<Finding> {
     if workers > 0 {
         let busy: f64 = ups
             .iter()
-            .filter(|p| p.role == "worker")
+            .filter(|p| p.role == Role::Worker)
             .map(|p| p.cpu_pct)
             .sum();
         f.evidence
