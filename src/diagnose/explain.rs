@@ -41,6 +41,8 @@ pub const FINDINGS: &[(&str, &str, &str)] = &[
      "Mechanism: a lost segment stalls its connection for an RTT or an RTO.\nConfirm: `nstat -az TcpRetransSegs TcpExtTCPTimeouts`; `ss -ti` retrans.\nFix: find the drop (qdisc, NIC, softnet backlog, network)."),
     ("nagle-delayed-ack", "a ~40 ms latency mode: Nagle + delayed ACK",
      "Mechanism: a message split in two writes waits for the ACK of the first, which the peer delays ~40 ms.\nConfirm: a latency histogram peak at 40 ms; `ss -ti`.\nFix: `tcp_nodelay on;`, one write per message."),
+    ("rate-limited", "the server's own rate or connection limit set the rate (429/503, nginx `limit_req`)",
+     "Mechanism: a rate limit (nginx `limit_req`, `limit_conn`, a proxy or API gateway) refuses requests beyond its rate with 429 or 503, or (nginx `limit_req` without `nodelay`) queues them and releases them at its rate. A limit kept per client address sees a load generator on one machine as one client, so the run measures the limit, not the server.\nConfirm: the status codes (`--latency`); nginx's error log \"limiting requests, excess: ... by zone\"; `nginx -T | grep limit_req`; requests/s equal to the zone's `rate=`.\nFix: to measure the server, exempt the load generator's address (`geo`/`map` to an empty key, which nginx does not limit) or raise `rate=`/`burst=`; to test the limit, load below it with `-R`."),
     ("http-errors", "most responses were errors: requests/s counts failures",
      "Mechanism: error responses are cheap; a run full of them measures the error path.\nConfirm: `--latency` status codes; the server's error log.\nFix: fix the errors, then measure again."),
     ("kernel-network-stack", "the profile: most of the workers' CPU is the kernel's TCP/IP stack",

@@ -23,6 +23,8 @@ pub enum Knob {
     UpstreamReuse,
     /// One accept queue per worker.
     Reuseport,
+    /// Keeping client connections open between requests.
+    KeepAlive,
 }
 
 /// A knob in `kind`'s own terms: the fix phrase, and the directive whose current value
@@ -39,6 +41,10 @@ fn entry(kind: ServerKind, knob: Knob) -> Option<(&'static str, Option<&'static 
         (Nginx, Affinity) => ("`worker_cpu_affinity`", None),
         (Nginx, UpstreamReuse) => ("`keepalive 32;` (and `keepalive_requests` high) in the upstream block with `proxy_http_version 1.1; proxy_set_header Connection \"\";` (FastCGI: `fastcgi_keep_conn on;`)", None),
         (Nginx, Reuseport) => ("`listen ... reuseport;`", None),
+        (Nginx, KeepAlive) => ("`keepalive_timeout 65;` and `keepalive_requests 1000;`", Some("keepalive_timeout")),
+        (Apache, KeepAlive) => ("`KeepAlive On` with `MaxKeepAliveRequests 1000` and `KeepAliveTimeout 5`", Some("KeepAlive")),
+        (Haproxy, KeepAlive) => ("`option http-keep-alive` with `timeout http-keep-alive`", None),
+        (Node, KeepAlive) => ("`server.keepAliveTimeout` (and no `Connection: close` from the handlers)", None),
         (Apache, Workers) => ("`ServerLimit` × `ThreadsPerChild` (the MPM's processes and threads)", Some("ThreadsPerChild")),
         (Apache, Connections) => ("`MaxRequestWorkers` (with `ServerLimit` × `ThreadsPerChild` at least as high)", Some("MaxRequestWorkers")),
         (Apache, Backlog) => ("Apache's `ListenBacklog`", Some("ListenBacklog")),

@@ -18,6 +18,10 @@ pub struct Topology {
     pub listeners: Vec<Listener>,
     /// Unix listening sockets held by the watched processes (e.g. php-fpm's).
     pub unix_listeners: Vec<Listener>,
+    /// The TCP listening sockets of the upstreams the front's configuration names
+    /// (`proxy_pass http://127.0.0.1:9000`): their accept queues are watched too.
+    #[serde(default)]
+    pub upstream_listeners: Vec<Listener>,
     /// The server's processes.
     pub processes: Vec<ServerProcess>,
     /// The front server's configuration as read from the server itself: nginx's

@@ -155,6 +155,13 @@ pub fn discover(
                     inodes.extend(ls.iter().map(|l| l.inode));
                     if addr.starts_with("unix:") {
                         upstream_unix.extend(ls);
+                    } else {
+                        for l in ls {
+                            let known = |t: &[Listener]| t.iter().any(|x| x.inode == l.inode);
+                            if !known(&topo.listeners) && !known(&topo.upstream_listeners) {
+                                topo.upstream_listeners.push(l);
+                            }
+                        }
                     }
                 }
                 Err(e) => warnings.push(format!("upstream {addr} not found: {e}")),

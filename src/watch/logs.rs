@@ -56,8 +56,10 @@ const CLASSES: &[(&str, &[&str])] = &[
         "request-body-too-large",
         &["client intended to send too large body"],
     ),
-    ("limiting-requests", &["limiting requests"]),
-    ("limiting-connections", &["limiting connections"]),
+    // nginx's limit_req and limit_conn refusing a request (not their dry runs, which
+    // log "limiting requests, dry run").
+    ("limiting-requests", &["limiting requests, excess"]),
+    ("limiting-connections", &["limiting connections by zone"]),
     ("ssl-handshake", &["SSL_do_handshake() failed"]),
     ("connect-failed", &["connect() ", "failed ("]),
     ("slow-script", &["executing too slow"]),

@@ -29,6 +29,12 @@ const DIRECTIVES: &[&str] = &[
     "gzip",
     "gzip_comp_level",
     "sendfile",
+    "limit_req_zone",
+    "limit_req",
+    "limit_req_status",
+    "limit_conn_zone",
+    "limit_conn",
+    "limit_conn_status",
 ];
 
 impl ServerConfig {

@@ -363,6 +363,8 @@ mod tests {
             }],
             diag: None,
             port: 8080,
+            upstream_ports: Default::default(),
+            upstream_inodes: Default::default(),
             unix_inodes: BTreeSet::new(),
             missing: BTreeSet::new(),
             warnings: Vec::new(),

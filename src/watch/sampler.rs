@@ -58,6 +58,18 @@ pub(super) fn sampler(
             diag
         },
         port: spec.target.port(),
+        upstream_ports: found
+            .topology
+            .upstream_listeners
+            .iter()
+            .map(|l| l.port)
+            .collect(),
+        upstream_inodes: found
+            .topology
+            .upstream_listeners
+            .iter()
+            .map(|l| l.inode)
+            .collect(),
         unix_inodes: found
             .topology
             .unix_listeners

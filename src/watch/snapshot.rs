@@ -70,6 +70,9 @@ pub(super) struct Reader {
     pub(super) diag: Option<Diag>,
     pub(super) port: u16,
     pub(super) unix_inodes: BTreeSet<u64>,
+    /// The upstreams' TCP listeners: their ports, and their sockets among those ports'.
+    pub(super) upstream_ports: BTreeSet<u16>,
+    pub(super) upstream_inodes: BTreeSet<u64>,
     pub(super) missing: BTreeSet<String>,
     pub(super) warnings: Vec<String>,
     pub(super) clk_tck: f64,
@@ -184,6 +187,14 @@ impl Reader {
         if let Some(d) = self.diag.as_mut() {
             if let Ok(ls) = d.tcp_listeners(Some(self.port)) {
                 s.listeners = ls;
+            }
+            for port in &self.upstream_ports {
+                if let Ok(ls) = d.tcp_listeners(Some(*port)) {
+                    s.listeners.extend(
+                        ls.into_iter()
+                            .filter(|l| self.upstream_inodes.contains(&l.inode)),
+                    );
+                }
             }
             if !self.unix_inodes.is_empty() {
                 if let Ok(us) = d.unix_listeners() {

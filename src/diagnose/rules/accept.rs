@@ -13,13 +13,19 @@ pub(super) fn listen_queue_overflow(c: &Ctx) -> Option<Finding> {
     if overflows < 10 || (overflows as f64) < 0.001 * opened as f64 {
         return None;
     }
-    let q = c
-        .ev?
-        .window
-        .listen_queues
-        .iter()
-        .filter(|q| q.port_is_tcp())
-        .max_by_key(|q| q.max_queue);
+    // The fullest queue: the front's, or an upstream's the front connects to.
+    let fill =
+        |q: &&crate::run::QueueMax| (q.max_queue as f64 / q.backlog.max(1) as f64, q.max_queue);
+    let q = c.ev?.window.listen_queues.iter().max_by(|a, b| {
+        fill(a)
+            .partial_cmp(&fill(b))
+            .unwrap_or(std::cmp::Ordering::Equal)
+    });
+    let port = c.run.target_addr.rsplit(':').next().unwrap_or("");
+    if let Some(q) = q.filter(|q| !q.addr.ends_with(&format!(":{port}")) && q.max_queue > 0) {
+        return Some(upstream_queue_overflow(c, q, overflows));
+    }
+    let q = q.filter(|q| q.port_is_tcp());
     let somaxconn = c.sysctl("net.core.somaxconn").unwrap_or("?");
     let rate = overflows as f64 / c.duration_s();
     let mut conf = ramp(overflows as f64 / opened as f64, 0.001, 0.02);
@@ -71,6 +77,53 @@ pub(super) fn listen_queue_overflow(c: &Ctx) -> Option<Finding> {
         "raise {backlog_knob} (effective now {backlog}) and net.core.somaxconn (now {somaxconn}), e.g. 4096; {accepts}"
     );
     Some(f)
+}
+
+/// The accept queue that overflowed is an upstream's: the front (a proxy) connects to it
+/// faster than it accepts.
+fn upstream_queue_overflow(c: &Ctx, q: &crate::run::QueueMax, overflows: u64) -> Finding {
+    let opened = c.counter("Tcp.PassiveOpens").max(1);
+    let comm = c
+        .upstream_procs()
+        .first()
+        .map(|p| format!(" ({})", p.comm))
+        .unwrap_or_default();
+    let mut conf = ramp(overflows as f64 / opened as f64, 0.001, 0.02);
+    if q.max_queue as f64 >= 0.5 * q.backlog as f64 {
+        conf = (conf + 0.1).min(0.98);
+    }
+    let mut f = finding(
+        "listen-queue-overflow",
+        Kind::Bottleneck,
+        conf,
+        format!("listen queue overflow on the upstream {}{comm}", q.addr),
+    );
+    f.evidence = vec![
+        fact("TcpExt.ListenOverflows", overflows as f64, "connections"),
+        fact(
+            "upstream accept queue max seen",
+            q.max_queue as f64,
+            "connections",
+        ),
+        fact(
+            "upstream effective backlog",
+            q.backlog as f64,
+            "connections",
+        ),
+        fact("Tcp.PassiveOpens", opened as f64, "connections"),
+    ];
+    f.explanation = format!(
+        "The front server opened connections to its upstream faster than the upstream accepted them; with the upstream's accept queue full (effective backlog {}) the kernel dropped the handshakes, and the front retried after a second or more — the latency spikes and lost throughput of the run. The upstream is the slower stage.",
+        q.backlog
+    );
+    let backlog = crate::diagnose::kinds::knob(c.upstream_kind(), Knob::Backlog)
+        .unwrap_or("the upstream's listen() backlog");
+    f.fix = format!(
+        "give the upstream capacity to accept faster (more worker processes or threads), raise {backlog} (effective now {}) and net.core.somaxconn (now {}), and keep connections to it alive so fewer are opened",
+        q.backlog,
+        c.sysctl("net.core.somaxconn").unwrap_or("?")
+    );
+    f
 }
 
 /// SYNs dropped or answered with cookies because the SYN queue was full.

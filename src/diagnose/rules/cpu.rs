@@ -284,6 +284,20 @@ pub(super) fn new_connection_cost(c: &Ctx) -> Option<Finding> {
         return None;
     }
     let e = c.ev?;
+    if c.run.spec.connreqs.is_none() {
+        // Keep-alive: few requests per connection only matter when connections were
+        // replaced (else the run was short, or its responses slow, for its -c).
+        if opens <= 2 * c.run.spec.connections as u64 {
+            return None;
+        }
+        // Replaced cleanly, not after errors (whose reconnections are the errors'
+        // consequence): the server closed them.
+        let r = &c.run.results;
+        let failures = r.errors.total() + r.non_2xx_3xx;
+        if (failures as f64) < 0.05 * responses as f64 {
+            return server_closes_connections(c, opens, per_conn);
+        }
+    }
     let workers = c.front_workers().len();
     let listeners = e.topology.listeners.len();
     let reuseport = listeners > 1;
@@ -318,6 +332,39 @@ pub(super) fn new_connection_cost(c: &Ctx) -> Option<Finding> {
                 .unwrap_or_else(|| "one listen socket per worker (SO_REUSEPORT)".into())
         )
     };
+    Some(f)
+}
+
+/// The client kept its connections alive, yet the server closed them after a few
+/// requests each: the server's keep-alive policy made every request pay for a
+/// connection (nginx `keepalive_timeout 0`, `keepalive_requests 1`; Apache `KeepAlive
+/// Off`).
+fn server_closes_connections(c: &Ctx, opens: u64, per_conn: f64) -> Option<Finding> {
+    let mut f = finding(
+        "new-connection-cost",
+        Kind::Bottleneck,
+        ramp(4.0 / per_conn, 1.0, 4.0),
+        format!("the server closed each connection after {per_conn:.1} requests although the client kept it alive: connection set-up dominates"),
+    );
+    f.evidence = vec![
+        fact(
+            "connections opened by loadlens",
+            opens as f64,
+            "connections",
+        ),
+        fact("requests per connection", per_conn, "requests"),
+    ];
+    f.explanation = "loadlens kept every connection open for the next request (keep-alive), but the server ended it after a few responses, so each request paid for a handshake, an accept, socket set-up and teardown — more than serving a small response — and the server's side keeps a TIME_WAIT entry for each.".into();
+    // nginx's other keep-alive limit, when it is set (its default is 1000).
+    let also = match c.nginx("keepalive_requests") {
+        Some(Some(_)) => c.now("keepalive_requests"),
+        _ => String::new(),
+    };
+    f.fix = format!(
+        "let the server keep connections open: {}{also}",
+        c.knob(Knob::KeepAlive)
+            .unwrap_or_else(|| "its keep-alive timeout and requests-per-connection limit (and no `Connection: close` in its responses)".into())
+    );
     Some(f)
 }
 

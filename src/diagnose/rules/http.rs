@@ -1,6 +1,6 @@
 //! HTTP behaviour: Nagle and delayed ACK, error responses.
 
-use super::{fact, finding, ramp, Ctx};
+use super::{fact, finding, logged, ramp, Ctx};
 use crate::run::{Finding, Kind};
 
 /// A ~40 ms latency mode on keep-alive: Nagle's algorithm waiting for a delayed ACK.
@@ -37,6 +37,123 @@ pub(super) fn nagle_delayed_ack(c: &Ctx) -> Option<Finding> {
     Some(f)
 }
 
+/// Responses refused by a rate or connection limit of the server's own (nginx
+/// `limit_req`/`limit_conn`; any server's 429): the limit, not a resource, set the rate.
+pub(super) fn rate_limited(c: &Ctx) -> Option<Finding> {
+    let r = &c.run.results;
+    let status = |code: u16| r.status_codes.get(&code).copied().unwrap_or(0);
+    let log = logged(c, "limiting-requests").or_else(|| logged(c, "limiting-connections"));
+    // 429 says "rate limited" by definition; a 503 only when the log says why (it is
+    // nginx's default `limit_req_status`, and every overloaded server's answer too).
+    let refused = status(429) + if log.is_some() { status(503) } else { 0 };
+    let share = refused as f64 / r.responses.max(1) as f64;
+    // A twentieth of the responses: a limit that bites, not a stray refusal.
+    if refused == 0 || share < 0.05 {
+        return paced_by_limit_req(c);
+    }
+    let zone = log.as_ref().and_then(|(_, _, quote)| {
+        let z = quote.split("by zone \"").nth(1)?.split('"').next()?;
+        Some(z.to_string())
+    });
+    let served = (r.responses - refused) as f64 / c.duration_s();
+    let what = match (&log, &zone) {
+        (Some((_, f, _)), Some(z)) if f.name.contains("connections") => {
+            format!("nginx's `limit_conn` (zone \"{z}\")")
+        }
+        (Some(_), Some(z)) => format!("nginx's `limit_req` (zone \"{z}\")"),
+        _ => "the server's rate limit".to_string(),
+    };
+    let mut f = finding(
+        "rate-limited",
+        Kind::Bottleneck,
+        ramp(share, 0.05, 0.5),
+        format!(
+            "{what} refused {:.0}% of requests: it, not a resource, set the rate",
+            share * 100.0
+        ),
+    );
+    f.evidence = vec![
+        fact("responses refused (429/503)", refused as f64, "responses"),
+        fact("share of responses", share * 100.0, "%"),
+        fact("responses served per second", served, "/s"),
+    ];
+    let mut said = String::new();
+    if let Some((_, fact, quote)) = log {
+        f.evidence.push(fact);
+        said = quote;
+    }
+    // The zone's own definition, e.g. `$binary_remote_addr zone=one:1m rate=100r/s`.
+    let zone_def = zone.as_deref().and_then(|z| {
+        let all = c
+            .nginx("limit_req_zone")
+            .flatten()
+            .into_iter()
+            .chain(c.nginx("limit_conn_zone").flatten());
+        all.flat_map(|v| v.split(" | ").map(String::from).collect::<Vec<_>>())
+            .find(|v| v.contains(&format!("zone={z}:")))
+    });
+    f.explanation = format!(
+        "The server refused requests beyond a configured limit ({}), so the request rate measured is the limit's, not the server's capacity; the refusals are cheap and inflate requests/s. A limit kept per client address sees all of this load as one client.{said}",
+        zone_def.as_deref().map_or("per client, per zone or per server".to_string(), |d| format!("`{d}`"))
+    );
+    f.fix = match zone {
+        Some(_) => "to measure the server, exempt the load generator's address from the limit (`geo $limit { default 1; 10.0.0.5 0; }` and `map $limit $limit_key { 0 \"\"; 1 $binary_remote_addr; }`, the zone keyed on `$limit_key`: an empty key is not limited) or raise `rate=`/`burst=`; to test the limit itself, load below it (`-R`)".into(),
+        None => "to measure the server, exempt the load generator's address from the rate limit (in the server or a proxy in front of it) or raise the limit; to test the limit itself, load below it (`-R`)".into(),
+    };
+    Some(f)
+}
+
+/// nginx's `limit_req` without `nodelay` holds requests beyond its rate and lets them
+/// through at that rate: nothing is refused or logged (the delays are logged at `info`),
+/// the server idles, and the run measures the zone's `rate=`.
+fn paced_by_limit_req(c: &Ctx) -> Option<Finding> {
+    let served = c.responses() as f64 / c.duration_s();
+    let zones = c.nginx("limit_req_zone")??;
+    let uses = c.nginx("limit_req")??;
+    let (def, rate, how) = uses.split(" | ").find_map(|u| {
+        let name = u.split_whitespace().find_map(|w| w.strip_prefix("zone="))?;
+        if u.split_whitespace().any(|w| w == "nodelay") {
+            return None;
+        }
+        let def = zones.split(" | ").find(|z| {
+            z.split_whitespace()
+                .any(|w| w.starts_with(&format!("zone={name}:")))
+        })?;
+        let rate = zone_rate(def)?;
+        // Within a tenth of the rate (or a little above it: the burst drains too).
+        (served >= 0.9 * rate && served <= 1.15 * rate).then_some((def, rate, u))
+    })?;
+    let mut f = finding(
+        "rate-limited",
+        Kind::Bottleneck,
+        ramp(1.0 - (served / rate - 1.0).abs(), 0.9, 0.99),
+        format!("nginx's `limit_req` held requests to its rate: {served:.0} req/s against `rate={rate:.0}r/s`"),
+    );
+    f.evidence = vec![
+        fact("responses per second", served, "/s"),
+        fact("the zone's rate", rate, "/s"),
+    ];
+    f.explanation = format!(
+        "`limit_req {how}` without `nodelay` queues requests beyond the zone's rate (`limit_req_zone {def}`) and releases them at that rate: nothing is refused and the server idles, so this run measured the limit, with its queueing in the latency. A limit kept per client address sees all of this load as one client."
+    );
+    f.fix = "to measure the server, exempt the load generator's address from the limit (`geo`/`map` to an empty key: it is not limited) or raise `rate=`; to test the limit itself, this is it working".into();
+    Some(f)
+}
+
+/// Requests per second from a `limit_req_zone` definition's `rate=` (`100r/s`, `30r/m`).
+fn zone_rate(def: &str) -> Option<f64> {
+    let r = def
+        .split_whitespace()
+        .find_map(|w| w.strip_prefix("rate="))?;
+    let (n, per) = r.split_once("r/")?;
+    let n: f64 = n.parse().ok()?;
+    match per {
+        "s" => Some(n),
+        "m" => Some(n / 60.0),
+        _ => None,
+    }
+}
+
 /// Non-2xx/3xx responses dominate: requests/s counts failures.
 pub(super) fn http_errors(c: &Ctx) -> Option<Finding> {
     let r = &c.run.results;
@@ -67,6 +184,19 @@ pub(super) fn http_errors(c: &Ctx) -> Option<Finding> {
     ];
     f.explanation = "Error responses are usually cheaper than real ones, so the request rate of this run overstates what the server can do for real requests.".into();
     f.fix = "fix the errors first (the server's error log says why), then measure again".into();
+    // What the server's error log said most often over the run, quoted.
+    let top_class =
+        c.ev.iter()
+            .flat_map(|e| e.logs.iter().flat_map(|l| l.classes.iter()))
+            .filter(|k| k.class != "upstream-buffered-to-file")
+            .max_by_key(|k| k.count);
+    if let Some((_, fact, quote)) = top_class.and_then(|k| logged(c, &k.class)) {
+        f.evidence.push(fact);
+        f.explanation.push_str(&quote);
+        f.fix =
+            "fix the errors first (the error log line above names the cause), then measure again"
+                .into();
+    }
     Some(f)
 }
 
@@ -91,6 +221,36 @@ mod tests {
         assert!(fires(&run, "nagle-delayed-ack"));
         run.results.latency = with_mode(0.02);
         assert!(!fires(&run, "nagle-delayed-ack"));
+    }
+
+    #[test]
+    fn rate_limited_needs_a_twentieth_refused_and_a_503_needs_the_log() {
+        let mut run = fixture("healthy-before");
+        let n = run.results.responses;
+        run.results.status_codes.insert(429, n / 50);
+        assert!(
+            !fires(&run, "rate-limited"),
+            "2% of 429s is not a limit that bites"
+        );
+        run.results.status_codes.insert(429, n / 5);
+        assert!(fires(&run, "rate-limited"));
+        // A 503 is every overloaded server's answer: not a rate limit by itself.
+        run.results.status_codes.remove(&429);
+        run.results.status_codes.insert(503, n / 5);
+        assert!(!fires(&run, "rate-limited"));
+    }
+
+    #[test]
+    fn zone_rates_per_second_and_per_minute() {
+        assert_eq!(
+            super::zone_rate("$binary_remote_addr zone=one:10m rate=100r/s"),
+            Some(100.0)
+        );
+        assert_eq!(
+            super::zone_rate("$server_name zone=m:1m rate=30r/m"),
+            Some(0.5)
+        );
+        assert_eq!(super::zone_rate("$binary_remote_addr zone=x:1m"), None);
     }
 
     #[test]

@@ -40,6 +40,7 @@ pub(super) const ALL: &[Rule] = &[
     cpu::new_connection_cost,
     network::retransmits,
     http::nagle_delayed_ack,
+    http::rate_limited,
     http::http_errors,
     profile::kernel_network_stack,
     profile::allocator_hot,
