@@ -1,6 +1,7 @@
 //! Upstreams found without being named: php-fpm behind nginx on a unix socket (the
 //! Debian default), discovered from nginx's `fastcgi_pass`, watched, and named as the
-//! bottleneck when its pool is too small.
+//! bottleneck when its pool is too small — or, when its children compute on every CPU,
+//! named without the advice to add children.
 
 mod common;
 
@@ -52,4 +53,28 @@ fn php_fpm_on_a_unix_socket_is_found_from_nginx_config_and_named() {
         first["title"]
     );
     assert!(first["fix"].as_str().unwrap().contains("pm.max_children"));
+}
+
+#[test]
+fn php_fpm_children_computing_on_every_cpu_are_not_told_to_multiply() {
+    // One child per CPU, each script a few ms of arithmetic, four times as many
+    // connections as children: every child always has a request, and runs or waits
+    // for a CPU all the time however busy the machine is.
+    let cpus = std::thread::available_parallelism().map_or(2, |n| n.get()) as u32;
+    let php = PhpFpm::computing(cpus);
+    let ng = Nginx::start("", &php.location());
+    let conns = (4 * cpus + 4).to_string();
+    let run = run_json(&[&ng.url("/app.php"), "-c", &conns, "-t", "1", "-d", "3s"]);
+    let first = run["findings"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|f| f["kind"] == "bottleneck")
+        .unwrap_or_else(|| panic!("no bottleneck: {}", run["findings"]));
+    assert_eq!(first["id"], "upstream-saturated", "{:#}", run["findings"]);
+    let title = first["title"].as_str().unwrap();
+    assert!(title.contains("workers computing on"), "{title}");
+    let fix = first["fix"].as_str().unwrap();
+    assert!(fix.contains("will not help"), "{fix}");
+    assert!(!fix.contains("as far as memory allows"), "{fix}");
 }

@@ -458,7 +458,24 @@ pub struct PhpFpm {
 }
 
 impl PhpFpm {
+    /// A static pool of `children` whose script sleeps `sleep_ms` (it waits, it does
+    /// not compute).
     pub fn start(children: u32, sleep_ms: u32) -> PhpFpm {
+        Self::start_script(
+            children,
+            &format!("<?php\nusleep({});\necho \"ok\\n\";\n", sleep_ms * 1000),
+        )
+    }
+
+    /// A static pool of `children` whose script computes for a few milliseconds.
+    pub fn computing(children: u32) -> PhpFpm {
+        Self::start_script(
+            children,
+            "<?php\n$x = 0;\nfor ($i = 0; $i < 200000; $i++) { $x += $i * 2; }\necho \"$x\\n\";\n",
+        )
+    }
+
+    fn start_script(children: u32, script: &str) -> PhpFpm {
         let bin = std::fs::read_dir("/usr/sbin")
             .unwrap()
             .filter_map(|e| e.ok())
@@ -474,11 +491,7 @@ impl PhpFpm {
             .unwrap();
         let d = dir.path();
         set_mode(d, 0o755);
-        std::fs::write(
-            d.join("app.php"),
-            format!("<?php\nusleep({});\necho \"ok\\n\";\n", sleep_ms * 1000),
-        )
-        .unwrap();
+        std::fs::write(d.join("app.php"), script).unwrap();
         set_mode(&d.join("app.php"), 0o644);
         let conf = format!(
             "[global]\npid = {d}/php-fpm.pid\nerror_log = {d}/error.log\ndaemonize = no\n\n\

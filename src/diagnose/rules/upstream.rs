@@ -63,12 +63,32 @@ pub(super) fn upstream_saturated(c: &Ctx) -> Option<Finding> {
         (None, Some(comm)) => comm.clone(),
         (None, None) => "the upstream".into(),
     };
+    let busy: f64 = ups
+        .iter()
+        .filter(|p| p.role == Role::Worker)
+        .map(|p| p.cpu_pct)
+        .sum();
+    // Workers that compute (not wait on a database, a sleep, the disk) most of the
+    // time — running or waiting for a CPU, so a busy machine does not hide it: more of
+    // them only helps while there are CPUs to run them.
+    let demand: f64 = ups
+        .iter()
+        .filter(|p| p.role == Role::Worker)
+        .map(|p| p.cpu_demand_pct())
+        .sum();
+    let computing = workers > 0 && demand / workers as f64 >= 60.0;
+    let cpus = c.server_cpus();
+    let cpu_bound = computing && workers as u32 >= cpus;
     let mut f = finding(
         "upstream-saturated",
         Kind::Bottleneck,
         conf,
         format!("upstream saturated: requests queue at {at}"),
     );
+    if cpu_bound {
+        f.title
+            .push_str(&format!(", its {workers} workers computing on {cpus} CPUs"));
+    }
     f.evidence = vec![
         fact("timeouts and 499/502/503/504", failed as f64, "requests"),
         fact("responses", r.responses as f64, "responses"),
@@ -89,11 +109,6 @@ pub(super) fn upstream_saturated(c: &Ctx) -> Option<Finding> {
         ]);
     }
     if workers > 0 {
-        let busy: f64 = ups
-            .iter()
-            .filter(|p| p.role == Role::Worker)
-            .map(|p| p.cpu_pct)
-            .sum();
         f.evidence
             .push(fact("upstream workers", workers as f64, "processes"));
         f.evidence
@@ -122,7 +137,15 @@ pub(super) fn upstream_saturated(c: &Ctx) -> Option<Finding> {
             })
             .map(|n| format!(" (now {n})"))
             .unwrap_or_default();
-        format!("raise php-fpm's `pm.max_children`{now} in its pool as far as memory allows (each child holds one request at a time), or make the script faster")
+        if cpu_bound {
+            format!("the children compute: {busy:.0}% of a core across {workers} of them on {cpus} CPUs, so raising `pm.max_children`{now} will not help; make the script faster (opcache on, profile it) or add CPUs or servers")
+        } else if computing {
+            format!("raise php-fpm's `pm.max_children`{now} to at least the {cpus} CPUs (the children compute: {busy:.0}% of a core across {workers}), then make the script faster")
+        } else {
+            format!("raise php-fpm's `pm.max_children`{now} in its pool as far as memory allows (each child holds one request at a time), or make the script faster")
+        }
+    } else if cpu_bound {
+        format!("the upstream's workers compute ({busy:.0}% of a core across {workers} on {cpus} CPUs): more of them will not help; make its requests cheaper, or add CPUs or upstream servers")
     } else {
         "add upstream capacity (more worker processes or servers), or make the upstream's requests faster".into()
     };
