@@ -2,7 +2,8 @@
 //! loopback: its own rate limit (refusing with 429 or 503, or holding requests to its
 //! rate), a keep-alive policy that closes every connection, and a slow upstream whose
 //! accept queue overflows. Each must be the first bottleneck, named in the server's
-//! own terms.
+//! own terms. The loads are open-loop at a few thousand requests/s where a closed loop
+//! would keep the CPUs busy: the finding must not depend on what else the machine runs.
 
 mod common;
 
@@ -37,7 +38,17 @@ fn limit_req_refusing_with_429_is_the_bottleneck_with_its_zone() {
         "limit_req_zone $binary_remote_addr zone=ll_refuse:1m rate=50r/s;",
         "location / { limit_req zone=ll_refuse burst=10 nodelay; limit_req_status 429; }",
     );
-    let run = run_json(&[&ng.url("/1k.txt"), "-c", "10", "-t", "1", "-d", "2s"]);
+    let run = run_json(&[
+        &ng.url("/1k.txt"),
+        "-c",
+        "10",
+        "-t",
+        "1",
+        "-d",
+        "2s",
+        "-R",
+        "2000",
+    ]);
     assert!(status_codes(&run)[&429] > 100, "{}", run["results"]);
     let f = first_bottleneck(&run);
     assert_eq!(f["id"], "rate-limited", "{:#}", run["findings"]);
@@ -66,7 +77,17 @@ fn limit_req_refusing_with_its_default_503_is_named_from_the_error_log() {
         "limit_req_zone $binary_remote_addr zone=ll_503:1m rate=50r/s;",
         "location / { limit_req zone=ll_503; }",
     );
-    let run = run_json(&[&ng.url("/1k.txt"), "-c", "10", "-t", "1", "-d", "2s"]);
+    let run = run_json(&[
+        &ng.url("/1k.txt"),
+        "-c",
+        "10",
+        "-t",
+        "1",
+        "-d",
+        "2s",
+        "-R",
+        "2000",
+    ]);
     assert!(status_codes(&run)[&503] > 100, "{}", run["results"]);
     let f = first_bottleneck(&run);
     assert_eq!(f["id"], "rate-limited", "{:#}", run["findings"]);
@@ -103,7 +124,17 @@ fn limit_req_without_nodelay_holds_the_run_to_its_rate() {
 #[test]
 fn a_server_closing_every_connection_is_named_with_its_keepalive_setting() {
     let ng = Nginx::start("keepalive_timeout 0;", "");
-    let run = run_json(&[&ng.url("/1k.txt"), "-c", "10", "-t", "1", "-d", "2s"]);
+    let run = run_json(&[
+        &ng.url("/1k.txt"),
+        "-c",
+        "10",
+        "-t",
+        "1",
+        "-d",
+        "2s",
+        "-R",
+        "3000",
+    ]);
     let f = first_bottleneck(&run);
     assert_eq!(f["id"], "new-connection-cost", "{:#}", run["findings"]);
     assert!(
@@ -119,7 +150,17 @@ fn a_server_closing_every_connection_is_named_with_its_keepalive_setting() {
     );
     // With keep-alive allowed, the same load opens each connection once.
     let ng = Nginx::start("", "");
-    let run = run_json(&[&ng.url("/1k.txt"), "-c", "10", "-t", "1", "-d", "2s"]);
+    let run = run_json(&[
+        &ng.url("/1k.txt"),
+        "-c",
+        "10",
+        "-t",
+        "1",
+        "-d",
+        "2s",
+        "-R",
+        "3000",
+    ]);
     assert_eq!(
         run["results"]["connections_opened"], 10,
         "{}",
@@ -214,4 +255,44 @@ fn a_slow_upstreams_accept_queue_is_watched_and_named() {
         run["findings"]
     );
     assert!(f["title"].as_str().unwrap().contains(&addr), "{f:#}");
+}
+
+#[test]
+fn an_upstream_that_refuses_is_quoted_and_the_cpu_of_answering_502s_is_no_bottleneck() {
+    let closed = std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
+    let ng = Nginx::start(
+        "",
+        &format!("location / {{ proxy_pass http://127.0.0.1:{closed}; }}"),
+    );
+    let run = run_json(&[
+        &ng.url("/"),
+        "-c",
+        "10",
+        "-t",
+        "1",
+        "-d",
+        "2s",
+        "-R",
+        "2000",
+    ]);
+    assert!(status_codes(&run)[&502] > 100, "{}", run["results"]);
+    let findings = run["findings"].as_array().unwrap();
+    let errors = findings.iter().find(|f| f["id"] == "http-errors").unwrap();
+    assert!(
+        errors["explanation"]
+            .as_str()
+            .unwrap()
+            .contains("Connection refused"),
+        "{errors:#}"
+    );
+    assert!(
+        findings
+            .iter()
+            .all(|f| f["id"] != "server-cpu-saturated" || f["kind"] == "info"),
+        "{findings:#?}"
+    );
 }

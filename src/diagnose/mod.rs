@@ -4,8 +4,8 @@
 //! the lab, beside it.
 //!
 //! Ranking: bottlenecks first, by confidence; then warnings; then info. When a cause
-//! (a full listen queue, a stall, a hog) is found, "the server's CPU was saturated" is
-//! its consequence and is demoted to info. When the load generator itself set the pace
+//! (a full listen queue, a stall, a hog) is found, or most responses were errors,
+//! "the server's CPU was saturated" is its consequence and is demoted to info. When the load generator itself set the pace
 //! while the server had headroom, that comes first and every other finding says its
 //! conclusions are limited; when the server was at a limit too, the server's limit is
 //! the bottleneck and the client's saturation a warning beside it.
@@ -38,6 +38,15 @@ pub fn diagnose(run: &Run) -> Vec<Finding> {
     if server_cause {
         for f in found.iter_mut().filter(|f| bottleneck(f, &is_capacity)) {
             f.kind = Kind::Info;
+        }
+    }
+    // Most responses were errors: the run measured the error path, and a busy CPU is
+    // the cost of answering them, not the server's capacity (the errors come first).
+    if found.iter().any(|f| f.id == "http-errors") {
+        for f in found.iter_mut().filter(|f| bottleneck(f, &is_capacity)) {
+            f.kind = Kind::Info;
+            f.explanation
+                .push_str(" Most responses were errors: this is the cost of answering them, not the server's capacity for real requests.");
         }
     }
     if client_bound && (server_cause || server_full) {

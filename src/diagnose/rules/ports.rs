@@ -24,8 +24,14 @@ pub(super) fn ephemeral_ports_exhausted(c: &Ctx) -> Option<Finding> {
     let (range, range_s) = port_range(c).unwrap_or((28232, "?".into()));
     // "connect() to 127.0.0.1:8081 failed (99: Cannot assign requested address)"
     let log = logged(c, "cannot-assign-address");
+    // Without that line, TIME_WAIT and 502s say it only when no error log was read: a
+    // log that was read and is silent on it means the 502s came from elsewhere (and
+    // TIME_WAIT counts every destination of the namespace, ports run out per one).
+    let log_read =
+        c.ev.is_some_and(|e| e.logs.iter().any(|l| l.bytes_read > 0));
     let server_side = (bad_gateway as f64 >= 0.1 * r.responses.max(1) as f64
-        && tw as f64 >= 0.8 * range as f64)
+        && tw as f64 >= 0.8 * range as f64
+        && !log_read)
         || log.is_some();
     if own == 0 && !server_side {
         return None;
@@ -83,6 +89,13 @@ pub(super) fn time_wait_connect_cost(c: &Ctx) -> Option<Finding> {
     // At least one upstream connection for every other response, and enough TIME_WAIT
     // for the port search to cost.
     if (active as f64) < 0.5 * responses as f64 || tw < 1000 || reuse == "1" {
+        return None;
+    }
+    // A proxy opens one connection per request, a few when it retries the next
+    // upstream; many more means other processes of the namespace opened them (the
+    // counter is the namespace's), and the upstream's share is unknown.
+    let attempts = responses + c.run.results.errors.total();
+    if active > 4 * attempts {
         return None;
     }
     // A front that passes only to unix sockets (php-fpm's) opens no TCP connection
