@@ -1,9 +1,10 @@
 //! The diagnosis on server set-ups the lab does not build, against real nginx on
 //! loopback: its own rate limit (refusing with 429 or 503, or holding requests to its
-//! rate), a keep-alive policy that closes every connection, and a slow upstream whose
-//! accept queue overflows. Each must be the first bottleneck, named in the server's
-//! own terms. The loads are open-loop at a few thousand requests/s where a closed loop
-//! would keep the CPUs busy: the finding must not depend on what else the machine runs.
+//! rate), a keep-alive policy that closes every connection, a slow upstream whose
+//! accept queue overflows, workers pinned to fewer CPUs than they are. Each must be the
+//! first bottleneck, named in the server's own terms. The loads are open-loop at a few
+//! thousand requests/s where a closed loop would keep the CPUs busy: the finding must
+//! not depend on what else the machine runs.
 
 mod common;
 
@@ -294,5 +295,53 @@ fn an_upstream_that_refuses_is_quoted_and_the_cpu_of_answering_502s_is_no_bottle
             .iter()
             .all(|f| f["id"] != "server-cpu-saturated" || f["kind"] == "info"),
         "{findings:#?}"
+    );
+}
+
+#[test]
+fn workers_pinned_to_fewer_cpus_than_they_are_take_turns_and_are_told_to_spread() {
+    let cpus = std::thread::available_parallelism().map_or(1, |n| n.get());
+    if cpus < 2 {
+        eprintln!("skipped: one CPU, no CPU can be closed to the workers");
+        return;
+    }
+    // One worker per CPU, every one of them pinned to CPU 0.
+    let masks = vec!["1"; cpus].join(" ");
+    let ng = Nginx::start_opts(
+        None,
+        "127.0.0.1",
+        &format!("worker_processes {cpus}; worker_cpu_affinity {masks};"),
+        "",
+        "",
+        "",
+    );
+    let run = run_json(&[&ng.url("/1k.txt"), "-c", "20", "-d", "2s"]);
+    let f = run["findings"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|f| f["id"] == "server-cpu-saturated")
+        .unwrap_or_else(|| panic!("{:#}", run["findings"]));
+    assert_eq!(f["kind"], "bottleneck", "{f:#}");
+    let title = f["title"].as_str().unwrap();
+    assert!(
+        title.contains(&format!(
+            "{cpus} workers take turns on 1 CPU of the machine's"
+        )),
+        "{title}"
+    );
+    assert!(
+        f["fix"].as_str().unwrap().starts_with(&format!(
+            "`worker_cpu_affinity auto;` (now `worker_cpu_affinity {masks}`)"
+        )),
+        "{f:#}"
+    );
+    // Waiting for CPU 0 is the same fact seen from one worker: not a different cause
+    // (unless another process ran there too, which that finding would then name).
+    let first = first_bottleneck(&run);
+    assert!(
+        first["id"] == "server-cpu-saturated" || first["id"] == "run-queue-delay",
+        "{:#}",
+        run["findings"]
     );
 }

@@ -38,7 +38,7 @@ fn entry(kind: ServerKind, knob: Knob) -> Option<(&'static str, Option<&'static 
         (Nginx, Connections) => ("`worker_connections` in the events block, with `worker_rlimit_nofile` at least as high", Some("worker_connections")),
         (Nginx, Backlog) => ("the nginx `listen ... backlog=`", Some("listen")),
         (Nginx, OpenFiles) => ("`worker_rlimit_nofile 65535;` (and `LimitNOFILE=` in its unit)", Some("worker_rlimit_nofile")),
-        (Nginx, Affinity) => ("`worker_cpu_affinity`", None),
+        (Nginx, Affinity) => ("`worker_cpu_affinity`", Some("worker_cpu_affinity")),
         (Nginx, UpstreamReuse) => ("`keepalive 32;` (and `keepalive_requests` high) in the upstream block with `proxy_http_version 1.1; proxy_set_header Connection \"\";` (FastCGI: `fastcgi_keep_conn on;`)", None),
         (Nginx, Reuseport) => ("`listen ... reuseport;`", None),
         (Nginx, KeepAlive) => ("`keepalive_timeout 65;` and `keepalive_requests 1000;`", Some("keepalive_timeout")),

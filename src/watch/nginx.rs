@@ -12,6 +12,7 @@ use crate::run::ServerConfig;
 /// Directives worth naming with their current values.
 const DIRECTIVES: &[&str] = &[
     "worker_processes",
+    "worker_cpu_affinity",
     "worker_connections",
     "worker_rlimit_nofile",
     "multi_accept",

@@ -97,7 +97,7 @@ impl Nginx {
         for attempt in 0..5 {
             let port = free_port();
             let conf = format!(
-                r#"worker_processes 1;
+                r#"{workers}
 {main_extra}
 pid {root}/nginx.pid;
 error_log {root}/error.log info;
@@ -120,7 +120,13 @@ http {{
     }}
 }}
 "#,
-                root = root.display()
+                root = root.display(),
+                // `main_extra` may set its own.
+                workers = if main_extra.contains("worker_processes") {
+                    ""
+                } else {
+                    "worker_processes 1;"
+                },
             );
             let conf_path = root.join("nginx.conf");
             std::fs::write(&conf_path, conf).unwrap();

@@ -45,6 +45,13 @@ pub(super) fn run_queue_delay(c: &Ctx) -> Option<Finding> {
         format!(
             "The worker was runnable but waiting for a CPU a large part of the time: {}, so every request waits in a run queue too.",
             match &shared {
+                _ if crowding(c).is_some() => format!(
+                    "the server's {} workers take turns on its {} CPU{}{}",
+                    c.front_workers().len(),
+                    c.server_cpus(),
+                    if c.server_cpus() == 1 { "" } else { "s" },
+                    if sharing { ", with the load generator beside them" } else { "" }
+                ),
                 Some(s) if !s.is_empty() => format!(
                     "the load generator and the server share {} of the server's {} CPUs (with the softirq work of their traffic)",
                     s.len(),
@@ -66,7 +73,9 @@ pub(super) fn run_queue_delay(c: &Ctx) -> Option<Finding> {
     let pin = c
         .knob(Knob::Affinity)
         .unwrap_or_else(|| "`taskset` on the server".into());
-    f.fix = if others.is_empty() && sharing {
+    f.fix = if let Some(fix) = crowding(c).filter(|_| others.is_empty()) {
+        fix
+    } else if others.is_empty() && sharing {
         format!("give the server its own CPUs ({pin}, `taskset` the load generator elsewhere, or load from another machine)")
     } else if others.is_empty() {
         format!("fewer runnable threads on the server's CPUs (its workers and what else runs there, {pin}), or more CPUs for it")
@@ -112,11 +121,20 @@ pub(super) fn server_cpu_saturated(c: &Ctx) -> Option<Finding> {
     let comm = w.comm.clone();
     let single = one_thread(w).is_some();
     let threaded = !single && c.worker_cores(w) > 1.0;
+    // More single-threaded workers than the CPUs their affinity allows, on a machine
+    // with CPUs closed to them: the workers take turns instead of serving side by side.
+    let host_cpus = c.ev.map_or(0, |e| e.host.cpus);
+    let crowded = !single && !threaded && crowding(c).is_some();
     let mut f = finding(
         "server-cpu-saturated",
         Kind::Bottleneck,
         ramp(busiest, 90.0, 99.0),
-        if single {
+        if crowded {
+            format!(
+                "{comm}'s {n} workers take turns on {cpus} CPU{} of the machine's {host_cpus} (their CPU affinity)",
+                if cpus == 1 { "" } else { "s" }
+            )
+        } else if single {
             format!(
                 "{}: its busiest thread at {busiest:.0}% of a core (one thread sets the pace)",
                 w.label()
@@ -152,7 +170,13 @@ pub(super) fn server_cpu_saturated(c: &Ctx) -> Option<Finding> {
     let short = usable < cpus as f64;
     f.explanation = format!(
         "{}{}",
-        if single {
+        if crowded {
+            format!(
+                "Each {comm} worker is one event loop that wants a core, but the workers may run only on CPU {} ({n} workers, {cpus} CPU{}): they wait for each other in the run queue while the machine's other CPUs serve none of them.",
+                list_cpus(c),
+                if cpus == 1 { "" } else { "s" }
+            )
+        } else if single {
             format!("One thread of {comm} did nearly all its work and ran nearly all the time: an event loop (a single-threaded server, Node's main thread) at a core's limit, which more cores do not help.")
         } else if threaded {
             format!("{comm}'s worker threads together used nearly all the cores they may run on; it cannot serve faster.")
@@ -165,7 +189,9 @@ pub(super) fn server_cpu_saturated(c: &Ctx) -> Option<Finding> {
             String::new()
         }
     );
-    f.fix = if short {
+    f.fix = if let Some(fix) = crowding(c).filter(|_| crowded) {
+        fix
+    } else if short {
         let now = match kinds::setting(c.front_kind(), Knob::Workers).map(|d| c.setting(d)) {
             Some(Some(_)) => String::new(),
             _ => format!(" (now {n} worker{})", if n == 1 { "" } else { "s" }),
@@ -217,6 +243,35 @@ pub(super) fn server_cpu_saturated(c: &Ctx) -> Option<Finding> {
         );
     }
     Some(f)
+}
+
+/// More single-threaded workers than the CPUs their affinity allows, on a machine with
+/// CPUs closed to them: the workers take turns instead of serving side by side. The
+/// fix, in the server's terms.
+fn crowding(c: &Ctx) -> Option<String> {
+    let host_cpus = c.ev?.host.cpus;
+    let cpus = c.server_cpus();
+    let workers = c.front_workers();
+    let single = workers.iter().filter(|p| p.threads <= 1).count() as u32;
+    if single <= cpus || cpus >= host_cpus {
+        return None;
+    }
+    let mask = "the CPU mask the server was started with (`taskset`, systemd `CPUAffinity=`, a cgroup cpuset)";
+    Some(match c.nginx("worker_cpu_affinity") {
+        Some(Some(v)) => format!(
+            "`worker_cpu_affinity auto;` (now `worker_cpu_affinity {v}`), or one mask per worker, each on its own CPU, so every worker has a core"
+        ),
+        _ => format!("lift {mask} so every worker has a CPU of its own"),
+    })
+}
+
+/// The CPUs the server may use, as "0" or "0,2".
+fn list_cpus(c: &Ctx) -> String {
+    let cpus = c.ev.map(|e| e.host.server_cpus.clone()).unwrap_or_default();
+    cpus.iter()
+        .map(|c| c.to_string())
+        .collect::<Vec<_>>()
+        .join(",")
 }
 
 /// nginx's `gzip_comp_level` when `gzip on` and the responses were compressed (the
