@@ -210,6 +210,33 @@ pub struct Window {
     /// server, not loadlens): who else competed for the CPUs.
     #[serde(default)]
     pub other_processes: Vec<OtherProcess>,
+    /// The server's side of its clients' connections (sock_diag): their buffers and
+    /// what held their sending back. `None` where sock_diag could not be read, and in
+    /// Runs recorded before it was watched.
+    #[serde(default)]
+    pub server_connections: Option<ConnWindow>,
+}
+
+/// The server's side of its clients' TCP connections over the window.
+#[derive(Debug, Clone, Default, Serialize, Deserialize, schemars::JsonSchema)]
+pub struct ConnWindow {
+    /// Samples taken during the load with connections open, and the most connections
+    /// seen in one.
+    pub samples: u32,
+    pub sockets_max: u32,
+    /// Medians over the connections of a sample, then over the samples: the socket
+    /// send buffer (`sk_sndbuf`), the peer's advertised receive window (0 where the
+    /// kernel does not report it, before 6.2), the smoothed round-trip time.
+    pub send_buffer_bytes: u32,
+    pub peer_window_bytes: u32,
+    pub rtt_us: u32,
+    /// Time the connections had data to send, summed over connections, ms
+    /// (`tcpi_busy_time`); of it, held by the peer's receive window
+    /// (`tcpi_rwnd_limited`) and by the socket's own send buffer
+    /// (`tcpi_sndbuf_limited`).
+    pub busy_ms: f64,
+    pub rwnd_limited_ms: f64,
+    pub sndbuf_limited_ms: f64,
 }
 
 /// A process that is neither the server nor loadlens, with its CPU use over the window.

@@ -34,8 +34,8 @@ pub use compare::{
     Change, CompareRow, ComparedRun, Comparison, Verdict, COMPARISON_SCHEMA_VERSION,
 };
 pub use evidence::{
-    Conntrack, CpuPct, Evidence, HostFacts, IfaceRate, OtherProcess, ProcRates, QueueGauge,
-    QueueMax, Sample, Window,
+    ConnWindow, Conntrack, CpuPct, Evidence, HostFacts, IfaceRate, OtherProcess, ProcRates,
+    QueueGauge, QueueMax, Sample, Window,
 };
 pub use finding::{Fact, Finding, Kind};
 pub use load::{

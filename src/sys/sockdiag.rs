@@ -16,13 +16,60 @@ use netlink_packet_core::{
 };
 use netlink_packet_sock_diag::{
     constants::{AF_INET, AF_INET6, IPPROTO_TCP},
-    inet::{ExtensionFlags, InetRequest, SocketId, StateFlags},
+    inet::{self, ExtensionFlags, InetRequest, SocketId, StateFlags},
     unix::{self, ShowFlags, UnixRequest},
     SockDiagMessage,
 };
 use netlink_sys::{protocols::NETLINK_SOCK_DIAG, Socket, SocketAddr};
 
 use crate::run::Listener;
+
+/// One TCP connection's buffers and send-time chronograph (`ss -tim`: `skmem tb`,
+/// `snd_wnd`, `rtt`, `busy`, `rwnd_limited`, `sndbuf_limited`).
+#[derive(Debug, Clone, Copy, Default, PartialEq)]
+pub struct ConnStats {
+    /// The socket's identity while it lives (`idiag_cookie`).
+    pub cookie: u64,
+    /// `sk_sndbuf`: what the socket may hold unsent or unacknowledged, bytes.
+    pub send_buffer: u32,
+    /// The peer's advertised receive window, bytes (0 on kernels before 6.2).
+    pub peer_window: u32,
+    /// Smoothed round-trip time, µs.
+    pub rtt_us: u32,
+    /// Time with data to send, µs: of it, limited by the peer's receive window, and by
+    /// the socket's own send buffer.
+    pub busy_us: u64,
+    pub rwnd_limited_us: u64,
+    pub sndbuf_limited_us: u64,
+}
+
+impl ConnStats {
+    /// Reads the fields of `struct tcp_info` (linux/tcp.h) at their fixed offsets; a
+    /// shorter struct from an older kernel leaves the fields it lacks at 0.
+    fn read_tcp_info(&mut self, raw: &[u8]) {
+        let u32_at = |off: usize| {
+            raw.get(off..off + 4)
+                .map_or(0, |b| u32::from_ne_bytes(b.try_into().unwrap()))
+        };
+        let u64_at = |off: usize| {
+            raw.get(off..off + 8)
+                .map_or(0, |b| u64::from_ne_bytes(b.try_into().unwrap()))
+        };
+        self.rtt_us = u32_at(TCPI_RTT);
+        self.busy_us = u64_at(TCPI_BUSY_TIME);
+        self.rwnd_limited_us = u64_at(TCPI_RWND_LIMITED);
+        self.sndbuf_limited_us = u64_at(TCPI_SNDBUF_LIMITED);
+        self.peer_window = u32_at(TCPI_SND_WND);
+    }
+}
+
+/// Offsets in `struct tcp_info`: tcpi_rtt, tcpi_busy_time, tcpi_rwnd_limited,
+/// tcpi_sndbuf_limited (Linux 4.10), tcpi_snd_wnd (6.2).
+const TCPI_RTT: usize = 68;
+const TCPI_BUSY_TIME: usize = 168;
+const TCPI_RWND_LIMITED: usize = 176;
+const TCPI_SNDBUF_LIMITED: usize = 184;
+const TCPI_SND_WND: usize = 228;
 
 /// A sock_diag netlink socket bound to one network namespace.
 pub struct Diag {
@@ -71,6 +118,46 @@ impl Diag {
                         backlog: r.header.send_queue,
                     });
                 }
+            })?;
+        }
+        Ok(out)
+    }
+
+    /// The established TCP connections on local `port` (the server's side of its
+    /// clients' connections), with their buffers and send-time chronograph.
+    pub fn tcp_connections(&mut self, port: u16) -> io::Result<Vec<ConnStats>> {
+        let mut out = Vec::new();
+        for family in [AF_INET, AF_INET6] {
+            let req = SockDiagMessage::InetRequest(InetRequest {
+                family,
+                protocol: IPPROTO_TCP,
+                extensions: ExtensionFlags::INFO | ExtensionFlags::SKMEMINFO,
+                states: StateFlags::ESTABLISHED,
+                socket_id: if family == AF_INET {
+                    SocketId::new_v4()
+                } else {
+                    SocketId::new_v6()
+                },
+            });
+            self.dump(req, |m| {
+                let SockDiagMessage::InetResponse(r) = m else {
+                    return;
+                };
+                if r.header.socket_id.source_port != port {
+                    return;
+                }
+                let mut c = ConnStats {
+                    cookie: u64::from_ne_bytes(r.header.socket_id.cookie),
+                    ..ConnStats::default()
+                };
+                for nla in &r.nlas {
+                    match nla {
+                        inet::nlas::Nla::MemInfo(m) => c.send_buffer = m.send_queue_max,
+                        inet::nlas::Nla::TcpInfo(raw) => c.read_tcp_info(raw),
+                        _ => {}
+                    }
+                }
+                out.push(c);
             })?;
         }
         Ok(out)
@@ -177,6 +264,26 @@ pub fn enter_netns_of(pid: i32) -> io::Result<()> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn reads_a_connections_buffers_and_chronograph() {
+        use std::io::Write;
+        let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        let port = l.local_addr().unwrap().port();
+        let _c = std::net::TcpStream::connect(("127.0.0.1", port)).unwrap();
+        let (mut server, _) = l.accept().unwrap();
+        server.write_all(&[7u8; 100_000]).unwrap();
+        let mut d = Diag::open().unwrap();
+        let found = d.tcp_connections(port).unwrap();
+        // The server's side only (the client's socket has the port as its peer's).
+        assert_eq!(found.len(), 1, "{found:?}");
+        let c = found[0];
+        assert!(c.cookie != 0 && c.send_buffer > 0 && c.rtt_us > 0, "{c:?}");
+        assert!(
+            c.busy_us >= c.rwnd_limited_us + c.sndbuf_limited_us,
+            "{c:?}"
+        );
+    }
 
     #[test]
     fn finds_a_listener_with_its_backlog() {

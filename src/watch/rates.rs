@@ -5,11 +5,12 @@ use std::collections::BTreeMap;
 use std::time::Instant;
 
 use crate::run::{
-    Conntrack, CpuPct, IfaceRate, OtherProcess, ProcRates, QueueGauge, QueueMax, Sample, Window,
+    ConnWindow, Conntrack, CpuPct, IfaceRate, OtherProcess, ProcRates, QueueGauge, QueueMax,
+    Sample, Window,
 };
 use crate::sys::procfs::Softnet;
 
-use super::snapshot::{Reader, Snapshot};
+use super::snapshot::{ConnSnap, Reader, Snapshot};
 
 /// The counters that the sample series carries as per-second rates (the window deltas
 /// carry every counter that moved).
@@ -32,6 +33,33 @@ const SERIES_COUNTERS: &[&str] = &[
     "TcpExt.TCPAbortOnData",
     "TcpExt.TCPAbortOnMemory",
 ];
+
+/// The server's connections over the window: chronograph deltas, and the medians of
+/// the samples in which connections were open.
+fn conn_window(a: &Snapshot, b: &Snapshot, all: &[Snapshot]) -> Option<ConnWindow> {
+    let (x, y) = (a.conns?, b.conns?);
+    let open: Vec<ConnSnap> = all
+        .iter()
+        .filter_map(|s| s.conns)
+        .filter(|c| c.sockets > 0)
+        .collect();
+    let median = |f: fn(&ConnSnap) -> u32| {
+        let mut v: Vec<u32> = open.iter().map(f).collect();
+        v.sort_unstable();
+        v.get(v.len() / 2).copied().unwrap_or(0)
+    };
+    let ms = |i: usize| y.chrono_us[i].saturating_sub(x.chrono_us[i]) as f64 / 1e3;
+    Some(ConnWindow {
+        samples: open.len() as u32,
+        sockets_max: open.iter().map(|c| c.sockets).max().unwrap_or(0),
+        send_buffer_bytes: median(|c| c.send_buffer),
+        peer_window_bytes: median(|c| c.peer_window),
+        rtt_us: median(|c| c.rtt_us),
+        busy_ms: ms(0),
+        rwnd_limited_ms: ms(1),
+        sndbuf_limited_ms: ms(2),
+    })
+}
 
 impl Reader {
     fn rates(
@@ -337,6 +365,7 @@ impl Reader {
                 })
                 .collect(),
             other_processes: self.others(a, b, dt),
+            server_connections: conn_window(a, b, all),
         }
     }
 }
@@ -370,6 +399,8 @@ mod tests {
             warnings: Vec::new(),
             clk_tck: 100.0,
             speeds: BTreeMap::new(),
+            conn_seen: BTreeMap::new(),
+            conn_chrono: [0; 3],
         }
     }
 

@@ -86,6 +86,8 @@ pub(super) fn sampler(
         } else {
             BTreeMap::new()
         },
+        conn_seen: BTreeMap::new(),
+        conn_chrono: [0; 3],
     };
     let mut host = reader.host_facts();
     let topology = found.topology;
@@ -133,6 +135,7 @@ pub(super) fn sampler(
                 at: cur.at,
                 conntrack_count: cur.conntrack_count,
                 listeners: cur.listeners.clone(),
+                conns: cur.conns,
                 // Gauges the window judges over the run: open fds per process.
                 procs: cur
                     .procs

@@ -8,7 +8,7 @@ use std::time::Instant;
 use crate::run::{Listener, ServerProcess};
 use crate::sys::cgroup::cgroup_throttled_ns;
 use crate::sys::procfs::*;
-use crate::sys::sockdiag::Diag;
+use crate::sys::sockdiag::{ConnStats, Diag};
 
 /// One moment's cumulative counters and gauges.
 #[derive(Debug, Clone, Default)]
@@ -31,6 +31,19 @@ pub(super) struct Snapshot {
     pub(super) all_ticks: BTreeMap<i32, (String, u64, u32)>,
     pub(super) procs: BTreeMap<i32, ProcSnap>,
     pub(super) listeners: Vec<Listener>,
+    pub(super) conns: Option<ConnSnap>,
+}
+
+/// The server's connections at one moment: medians of their gauges, and their
+/// send-time chronograph summed since the watch began (a counter, as if one socket).
+#[derive(Debug, Clone, Copy, Default, PartialEq)]
+pub(super) struct ConnSnap {
+    pub(super) sockets: u32,
+    pub(super) send_buffer: u32,
+    pub(super) peer_window: u32,
+    pub(super) rtt_us: u32,
+    /// busy, rwnd-limited, sndbuf-limited, µs.
+    pub(super) chrono_us: [u64; 3],
 }
 
 #[derive(Debug, Clone, Default)]
@@ -77,6 +90,10 @@ pub(super) struct Reader {
     pub(super) warnings: Vec<String>,
     pub(super) clk_tck: f64,
     pub(super) speeds: BTreeMap<String, u64>,
+    /// Each connection's chronograph at the last sample (by cookie), and the sum of
+    /// what every connection added since the watch began.
+    pub(super) conn_seen: BTreeMap<u64, [u64; 3]>,
+    pub(super) conn_chrono: [u64; 3],
 }
 
 impl Reader {
@@ -188,6 +205,9 @@ impl Reader {
             if let Ok(ls) = d.tcp_listeners(Some(self.port)) {
                 s.listeners = ls;
             }
+            if let Ok(cs) = d.tcp_connections(self.port) {
+                s.conns = Some(conn_snap(&mut self.conn_seen, &mut self.conn_chrono, &cs));
+            }
             for port in &self.upstream_ports {
                 if let Ok(ls) = d.tcp_listeners(Some(*port)) {
                     s.listeners.extend(
@@ -212,6 +232,37 @@ impl Reader {
     /// thread, which has joined the server's.
     pub(super) fn sys_root(&self) -> &'static str {
         "/proc"
+    }
+}
+
+/// Adds what each connection's chronograph moved since the last sample (all of it
+/// for a connection not seen before) and takes the medians of the gauges.
+fn conn_snap(
+    seen_before: &mut BTreeMap<u64, [u64; 3]>,
+    total: &mut [u64; 3],
+    conns: &[ConnStats],
+) -> ConnSnap {
+    let mut seen = BTreeMap::new();
+    for c in conns {
+        let now = [c.busy_us, c.rwnd_limited_us, c.sndbuf_limited_us];
+        let was = seen_before.get(&c.cookie).copied().unwrap_or_default();
+        for i in 0..3 {
+            total[i] += now[i].saturating_sub(was[i]);
+        }
+        seen.insert(c.cookie, now);
+    }
+    *seen_before = seen;
+    let median = |f: fn(&ConnStats) -> u32| {
+        let mut v: Vec<u32> = conns.iter().map(f).collect();
+        v.sort_unstable();
+        v.get(v.len() / 2).copied().unwrap_or(0)
+    };
+    ConnSnap {
+        sockets: conns.len() as u32,
+        send_buffer: median(|c| c.send_buffer),
+        peer_window: median(|c| c.peer_window),
+        rtt_us: median(|c| c.rtt_us),
+        chrono_us: *total,
     }
 }
 

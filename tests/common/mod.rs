@@ -438,6 +438,14 @@ impl NetnsPair {
             &["sysctl", "-q", "-w", &format!("{key}={value}")],
         );
     }
+
+    /// Sets a sysctl inside the client namespace (never on the host).
+    pub fn client_sysctl(&self, key: &str, value: &str) {
+        in_ns(
+            &self.client,
+            &["sysctl", "-q", "-w", &format!("{key}={value}")],
+        );
+    }
 }
 
 impl Drop for NetnsPair {

@@ -1,6 +1,7 @@
 //! The rules, grouped by resource: client, accept queues, ports, conntrack, upstream,
-//! buffers, CPU, network, stalls, limits, HTTP. Each is `fn(&Ctx) -> Option<Finding>`;
-//! thresholds are named where they are used and explained there.
+//! proxy buffers, socket buffers, CPU, network, stalls, limits, HTTP. Each is
+//! `fn(&Ctx) -> Option<Finding>`; thresholds are named where they are used and explained
+//! there.
 
 mod accept;
 mod buffers;
@@ -12,6 +13,7 @@ mod limits;
 mod network;
 mod ports;
 pub mod profile;
+mod sockbuf;
 mod stalls;
 mod upstream;
 
@@ -29,6 +31,8 @@ pub(super) const ALL: &[Rule] = &[
     ports::time_wait_connect_cost,
     upstream::upstream_saturated,
     buffers::small_proxy_buffers,
+    sockbuf::small_send_buffer,
+    sockbuf::client_receive_window,
     cpu::run_queue_delay,
     stalls::event_loop_stall,
     network::link_saturated,
