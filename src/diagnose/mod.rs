@@ -249,6 +249,20 @@ impl<'a> Ctx<'a> {
         }
     }
 
+    /// Whether the front forwards requests to an upstream: from its configuration when
+    /// it was read (`proxy_pass`, `fastcgi_pass`…: counters of a shared network
+    /// namespace carry other processes' connections), else from upstream processes or
+    /// connections opened.
+    pub fn proxies(&self) -> bool {
+        if !self.upstream_procs().is_empty() {
+            return true;
+        }
+        match self.ev.and_then(|e| e.topology.config.as_ref()) {
+            Some(cfg) => !cfg.upstreams.is_empty(),
+            None => self.upstream_opens() > 0,
+        }
+    }
+
     /// A directive's values in nginx's running configuration, joined with ` | `: outer
     /// `None` when nginx's configuration was not read (or the server is not nginx),
     /// inner `None` when the directive is not set.

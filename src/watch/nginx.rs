@@ -30,6 +30,7 @@ const DIRECTIVES: &[&str] = &[
     "gzip",
     "gzip_comp_level",
     "sendfile",
+    "output_buffers",
     "limit_req_zone",
     "limit_req",
     "limit_req_status",

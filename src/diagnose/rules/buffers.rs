@@ -1,4 +1,5 @@
-//! Proxy buffers too small for the responses they carry.
+//! Responses moved in pieces far smaller than they are: proxy buffers too small for
+//! the upstream's responses, static files copied through nginx's output buffers.
 
 use super::{fact, finding, ramp, Ctx};
 use crate::run::{Finding, Kind};
@@ -21,7 +22,7 @@ pub(super) fn small_proxy_buffers(c: &Ctx) -> Option<Finding> {
     let reads_per_response = w.reads_per_s? / rps;
     // Only a proxy: a static server reading a large file in output_buffers-sized pieces
     // is not this.
-    if c.upstream_opens() == 0 {
+    if !c.proxies() {
         return None;
     }
     // Judged against the response: several reads per response, each a small part of it.
@@ -46,6 +47,70 @@ pub(super) fn small_proxy_buffers(c: &Ctx) -> Option<Finding> {
         c.now("proxy_buffers"),
         size / 1024.0,
         bpr / 1024.0
+    );
+    Some(f)
+}
+
+/// nginx serving large static files with `sendfile` off: each file is read into its
+/// output buffers (`output_buffers`, 2 × 32 KiB by default) and written out again,
+/// two system calls and two copies per piece, where `sendfile on;` hands the file to
+/// the kernel. Judged only for a busy worker: an idle one has the CPU to spare.
+pub(super) fn sendfile_off(c: &Ctx) -> Option<Finding> {
+    let sendfile = c.nginx("sendfile")?;
+    if sendfile
+        .as_deref()
+        .is_some_and(|v| v.split(" | ").any(|v| v == "on"))
+    {
+        return None;
+    }
+    // A static server: nothing proxied.
+    if c.proxies() {
+        return None;
+    }
+    let size = c.response_bytes();
+    let rps = c.run.results.requests_per_s.max(1e-9);
+    let w = c
+        .front_workers()
+        .into_iter()
+        .max_by(|a, b| a.cpu_demand_pct().total_cmp(&b.cpu_demand_pct()))?;
+    let bpr = w.bytes_per_read?;
+    let reads = w.reads_per_s? / rps;
+    if size < 32_768.0 || w.cpu_demand_pct() < 80.0 || reads < 2.0 || bpr > size / 2.0 {
+        return None;
+    }
+    // In few pieces the copy is a share of the cost (nginx's default buffers: ~20% on a
+    // 91 KiB file); in many, the cost itself (4 KiB buffers: an eighth of the rate).
+    let kind = if reads >= 4.0 {
+        Kind::Bottleneck
+    } else {
+        Kind::Warning
+    };
+    let mut f = finding(
+        "sendfile-off",
+        kind,
+        ramp(reads, 2.0, 16.0),
+        format!(
+            "{} copies each {:.0} KiB file through user space in {:.0} reads and writes (sendfile off)",
+            w.label(),
+            size / 1024.0,
+            reads
+        ),
+    );
+    f.evidence = vec![
+        fact("response size", size, "bytes"),
+        fact("file reads per response", reads, "syscalls"),
+        fact("bytes per read syscall", bpr, "bytes"),
+        fact("worker CPU", w.cpu_pct, "%"),
+    ];
+    f.explanation = format!(
+        "With `sendfile` off nginx reads each file into its output buffers and writes it to the socket, piece by piece: {reads:.0} reads of {:.0} KiB and as many writes per response, each copying the data once more, on a worker at {:.0}% of a core. `sendfile` lets the kernel send the file's pages itself, in one call per socket-buffer's worth.",
+        bpr / 1024.0,
+        w.cpu_demand_pct().min(100.0)
+    );
+    f.fix = format!(
+        "`sendfile on;`{} (with `tcp_nopush on;`); where sendfile cannot be used (a filesystem without it), larger buffers: `output_buffers 2 256k;`{}",
+        c.now("sendfile"),
+        c.now("output_buffers")
     );
     Some(f)
 }

@@ -81,8 +81,11 @@ pub(super) fn run_queue_delay(c: &Ctx) -> Option<Finding> {
         format!("fewer runnable threads on the server's CPUs (its workers and what else runs there, {pin}), or more CPUs for it")
     } else {
         format!(
-            "move the other work off CPU {} (taskset), lower its priority (`nice`, `chrt --idle`), or pin the server's workers elsewhere ({pin})",
-            w.last_cpu
+            "move the other work off CPU {} (taskset), lower its priority (`nice`, `chrt --idle`), or pin the server's workers elsewhere ({pin}){}",
+            w.last_cpu,
+            crowding(c)
+                .map(|fix| format!("; the workers also take turns among themselves: {fix}"))
+                .unwrap_or_default()
         )
     };
     Some(f)

@@ -31,6 +31,7 @@ pub(super) const ALL: &[Rule] = &[
     ports::time_wait_connect_cost,
     upstream::upstream_saturated,
     buffers::small_proxy_buffers,
+    buffers::sendfile_off,
     sockbuf::small_send_buffer,
     sockbuf::client_receive_window,
     cpu::run_queue_delay,

@@ -82,6 +82,11 @@ pub(super) fn ephemeral_ports_exhausted(c: &Ctx) -> Option<Finding> {
 /// A proxying server opening a connection per request, with TIME_WAIT piling up and
 /// tcp_tw_reuse off: connect() scans thousands of TIME_WAIT entries for a free port.
 pub(super) fn time_wait_connect_cost(c: &Ctx) -> Option<Finding> {
+    // Only a proxy opens upstream connections: a front whose configuration passes
+    // nowhere shares the namespace's counters with someone else's.
+    if !c.proxies() {
+        return None;
+    }
     let active = c.upstream_opens();
     let responses = c.responses().max(1);
     let tw = c.ev?.window.time_wait_max;
