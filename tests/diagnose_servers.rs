@@ -303,7 +303,7 @@ fn an_upstream_that_refuses_is_quoted_and_the_cpu_of_answering_502s_is_no_bottle
 fn workers_pinned_to_fewer_cpus_than_they_are_take_turns_and_are_told_to_spread() {
     let cpus = std::thread::available_parallelism().map_or(1, |n| n.get());
     if cpus < 2 {
-        eprintln!("skipped: one CPU, no CPU can be closed to the workers");
+        common::skip_or_fail("one CPU: no CPU can be closed to the workers");
         return;
     }
     // One worker per CPU, every one of them pinned to CPU 0.

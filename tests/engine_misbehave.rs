@@ -3,11 +3,10 @@
 
 mod common;
 
-use std::io::{Read, Write};
-use std::time::{Duration, Instant};
+use std::io::Write;
 
-use common::bad_server::BadServer;
-use common::{run_json, u};
+use common::bad_server::{hold_until_client_closes, measured_run, BadServer};
+use common::{run_json, u, HANG};
 
 #[test]
 fn malformed_status_line_is_a_parse_error() {
@@ -48,44 +47,78 @@ fn close_mid_head_is_a_parse_error_and_close_before_response_a_read_error() {
 
 #[test]
 fn silent_server_times_out_and_the_run_ends_on_time() {
-    let s = BadServer::start(|c| {
-        // Never answer; hold the connection until the client gives up.
-        let mut b = [0u8; 1];
-        let _ = c.read(&mut b);
-        false
-    });
-    let t0 = Instant::now();
-    let run = run_json(&[
-        "-d",
-        "1s",
-        "--timeout",
-        "300ms",
-        "-c",
-        "4",
-        "-t",
-        "2",
-        &s.url(),
-    ]);
-    let took = t0.elapsed();
-    assert!(took < Duration::from_secs(3), "run took {took:?}");
-    assert_eq!(u(&run, "results.responses"), 0);
-    // 4 connections × (1 s / 300 ms) ≈ 12 timeouts.
-    let timeouts = u(&run, "results.errors.timeout");
-    assert!((8..=16).contains(&timeouts), "{timeouts} timeouts");
+    // Never answers, and holds every connection until the client gives up: a run
+    // against it ends only by its own deadline and timeouts.
+    let s = BadServer::start(hold_until_client_closes);
+    // Killed (and failed) if it has not ended within `HANG`: a run that waited for the
+    // server would never end.
+    let m = measured_run(
+        &[
+            "-d",
+            "2s",
+            "--timeout",
+            "300ms",
+            "-c",
+            "4",
+            "-t",
+            "2",
+            &s.url(),
+        ],
+        HANG,
+    );
+    let run = &m.run;
+    let r = &run["results"];
+    assert_eq!(u(run, "results.responses"), 0, "{r}");
+    let (timeouts, in_flight) = (
+        u(run, "results.errors.timeout"),
+        u(run, "results.in_flight_at_end"),
+    );
+    assert_eq!(
+        timeouts + in_flight,
+        sent(run),
+        "every request sent timed out or was in flight at the end: {r}"
+    );
+    assert!(timeouts >= 1, "no request timed out: {r}");
+    // Each time-out closes its connection and opens the next: the server saw every
+    // connection and every request the client counted, no more (counted once the
+    // client has gone and every connection has ended). One more connection: the probe
+    // before the load, which sends nothing.
+    let opened = u(run, "results.connections_opened");
+    s.settle(opened + 1);
+    assert_eq!(s.accepted(), opened + 1, "{r}");
+    assert_eq!(s.requests(), timeouts + in_flight, "{r}");
+    assert!(opened <= timeouts + 4 && opened >= timeouts, "{r}");
+    // Not early: a connection cannot time out more often than once per 300 ms of the
+    // run (a slow machine only makes it fewer).
+    let most = (4.0 * run["results"]["duration_s"].as_f64().unwrap() / 0.3).floor() as u64;
+    assert!(timeouts <= most, "{timeouts} timeouts > {most}: {r}");
 
     // With -n, each timed-out request counts toward N, so the run ends too.
-    let run = run_json(&[
-        "-n",
-        "6",
-        "--timeout",
-        "200ms",
-        "-c",
-        "3",
-        "-t",
-        "1",
-        &s.url(),
-    ]);
-    assert_eq!(u(&run, "results.errors.timeout"), 6);
+    let m = measured_run(
+        &[
+            "-n",
+            "6",
+            "--timeout",
+            "200ms",
+            "-c",
+            "3",
+            "-t",
+            "1",
+            &s.url(),
+        ],
+        HANG,
+    );
+    assert_eq!(u(&m.run, "results.errors.timeout"), 6);
+}
+
+/// Requests sent: responses + errors of every class + in flight at the end.
+fn sent(run: &serde_json::Value) -> u64 {
+    u(run, "results.responses")
+        + ["connect", "read", "write", "timeout", "parse"]
+            .iter()
+            .map(|k| u(run, &format!("results.errors.{k}")))
+            .sum::<u64>()
+        + u(run, "results.in_flight_at_end")
 }
 
 #[test]

@@ -565,9 +565,25 @@ mod tests {
         assert_eq!((odd.utime, odd.stime, odd.processor), (11, 12, 1));
         let st = parse_pid_status(&data("host-proc-nginx-worker-status"));
         assert!(st.vm_rss_kb > 0);
-        assert!(parse_schedstat(&data("host-proc-nginx-worker-schedstat")).is_some());
-        let io = parse_pid_io(&data("host-proc-nginx-worker-io")).unwrap();
-        assert!(io.syscw > 0 && io.wchar > io.syscw);
+        // On CPU first, then waiting on a run queue: distinct values, each field named.
+        assert_eq!(
+            parse_schedstat(&data("host-proc-nginx-worker-schedstat")),
+            Some((36_834_317_577, 938_859_690))
+        );
+        assert_eq!(parse_schedstat("12"), None);
+        // Both sides, read and write (bytes per read is rchar / syscr), each field from
+        // its own line.
+        assert_eq!(
+            parse_pid_io(&data("host-proc-nginx-worker-io")),
+            Some(PidIo {
+                rchar: 2_809_075_748,
+                wchar: 3_466_986_620,
+                syscr: 2_743_241,
+                syscw: 2_743_235,
+            })
+        );
+        // A file without one of the four is not read as zero.
+        assert_eq!(parse_pid_io("rchar: 1\nwchar: 2\nsyscw: 3\n"), None);
         assert!(parse_limits_nofile(&data("host-proc-nginx-worker-limits")).unwrap() >= 1024);
     }
 }

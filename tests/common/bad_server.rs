@@ -5,7 +5,7 @@ use std::io::Read;
 use std::net::{TcpListener, TcpStream};
 use std::path::Path;
 use std::process::Stdio;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -17,10 +17,24 @@ use serde_json::Value;
 pub struct BadServer {
     pub port: u16,
     stop: Arc<AtomicBool>,
+    counts: Arc<Counts>,
+}
+
+/// What the server saw, counted as it happened: the tests compare it with what the
+/// client counted, instead of timing either.
+#[derive(Default)]
+struct Counts {
+    /// Connections accepted.
+    accepted: AtomicU64,
+    /// Requests read (reads that called `respond`).
+    requests: AtomicU64,
+    /// Connections whose thread has ended (the client closed, `respond` said stop, or
+    /// the read timed out).
+    ended: AtomicU64,
 }
 
 impl BadServer {
-    pub fn start(respond: fn(&mut TcpStream) -> bool) -> BadServer {
+    pub fn start(respond: impl Fn(&mut TcpStream) -> bool + Send + Sync + 'static) -> BadServer {
         BadServer::start_with(None, respond)
     }
 
@@ -28,21 +42,27 @@ impl BadServer {
     /// (a server that answers before it is asked).
     pub fn start_with(
         greet: Option<fn(&mut TcpStream)>,
-        respond: fn(&mut TcpStream) -> bool,
+        respond: impl Fn(&mut TcpStream) -> bool + Send + Sync + 'static,
     ) -> BadServer {
         let l = TcpListener::bind("127.0.0.1:0").unwrap();
         let port = l.local_addr().unwrap().port();
         let stop = Arc::new(AtomicBool::new(false));
         let s2 = stop.clone();
+        let counts = Arc::new(Counts::default());
+        let c2 = counts.clone();
+        let respond = Arc::new(respond);
         l.set_nonblocking(true).unwrap();
         std::thread::spawn(move || {
             while !s2.load(Ordering::Relaxed) {
                 match l.accept() {
                     Ok((mut c, _)) => {
+                        c2.accepted.fetch_add(1, Ordering::SeqCst);
                         c.set_nonblocking(false).unwrap();
                         c.set_read_timeout(Some(Duration::from_secs(3))).unwrap();
                         c.set_write_timeout(Some(Duration::from_secs(5))).unwrap();
                         let s3 = s2.clone();
+                        let c3 = c2.clone();
+                        let respond = respond.clone();
                         std::thread::spawn(move || {
                             if let Some(g) = greet {
                                 g(&mut c);
@@ -51,25 +71,72 @@ impl BadServer {
                             // One request per read is enough for these tests (closed loop).
                             while !s3.load(Ordering::Relaxed) {
                                 match c.read(&mut buf) {
-                                    Ok(0) | Err(_) => return,
+                                    Ok(0) | Err(_) => break,
                                     Ok(_) => {
+                                        c3.requests.fetch_add(1, Ordering::SeqCst);
                                         if !respond(&mut c) {
-                                            return;
+                                            break;
                                         }
                                     }
                                 }
                             }
+                            c3.ended.fetch_add(1, Ordering::SeqCst);
                         });
                     }
                     Err(_) => std::thread::sleep(Duration::from_millis(5)),
                 }
             }
         });
-        BadServer { port, stop }
+        BadServer { port, stop, counts }
     }
 
     pub fn url(&self) -> String {
         format!("http://127.0.0.1:{}/", self.port)
+    }
+
+    /// Connections accepted so far.
+    pub fn accepted(&self) -> u64 {
+        self.counts.accepted.load(Ordering::SeqCst)
+    }
+
+    /// Requests read so far.
+    pub fn requests(&self) -> u64 {
+        self.counts.requests.load(Ordering::SeqCst)
+    }
+
+    /// Waits (bounded, [`super::HANG`]) until the server has accepted `connections`
+    /// and every one of them has ended: after the client has exited, the server's
+    /// counts are then final.
+    pub fn settle(&self, connections: u64) {
+        super::wait_for(
+            &format!("{connections} connections accepted and ended"),
+            || {
+                self.accepted() >= connections
+                    && self.counts.ended.load(Ordering::SeqCst) == self.accepted()
+            },
+        );
+    }
+}
+
+/// Never answers: holds the connection until the client closes it (read timeouts do
+/// not end the wait), then ends it. A run against it can only end by its own deadline
+/// or timeout.
+pub fn hold_until_client_closes(c: &mut TcpStream) -> bool {
+    let mut b = [0u8; 4096];
+    loop {
+        match c.read(&mut b) {
+            Ok(0) => return false,
+            Ok(_) => continue,
+            Err(e)
+                if matches!(
+                    e.kind(),
+                    std::io::ErrorKind::WouldBlock | std::io::ErrorKind::TimedOut
+                ) =>
+            {
+                continue
+            }
+            Err(_) => return false,
+        }
     }
 }
 

@@ -620,3 +620,68 @@ pub fn ran_on_io_uring(run: &Value) -> bool {
     eprintln!("this kernel refuses io_uring ({note}): its epoll fallback was tested");
     false
 }
+
+/// A test that cannot run here (a tool or a Python package missing, one CPU): says so
+/// on stderr with `SKIPPED: why`, and fails instead under `CI=true`, where
+/// `scripts/install-deps.sh test` has installed everything a test needs. The caller
+/// returns right after.
+pub fn skip_or_fail(why: &str) {
+    assert!(
+        std::env::var("CI").as_deref() != Ok("true"),
+        "CI=true and a prerequisite is missing: {why}"
+    );
+    eprintln!("SKIPPED: {why}");
+}
+
+/// How long a command that must end on its own is given before it is killed and the
+/// test fails. Not a speed requirement: what it catches is a process that would never
+/// end (a run waiting on a server that never finishes, an input read forever, a load
+/// that was not refused), and it is far beyond anything a busy 2-core machine takes to
+/// start loadlens and let it do its work.
+pub const HANG: Duration = Duration::from_secs(60);
+
+/// Runs `cmd` to completion and returns its output; kills it and fails if it is still
+/// running after `bound` (see [`HANG`]).
+pub fn output_within(mut cmd: Command, bound: Duration) -> std::process::Output {
+    let dir = tempfile::tempdir().unwrap();
+    let (o, e) = (dir.path().join("stdout"), dir.path().join("stderr"));
+    let mut child = cmd
+        .stdout(std::fs::File::create(&o).unwrap())
+        .stderr(std::fs::File::create(&e).unwrap())
+        .spawn()
+        .unwrap();
+    let status = wait_exit(&mut child, bound);
+    std::process::Output {
+        status,
+        stdout: std::fs::read(&o).unwrap(),
+        stderr: std::fs::read(&e).unwrap(),
+    }
+}
+
+/// Waits for `child` to exit; kills it and fails if it is still running after `bound`
+/// (see [`HANG`]).
+pub fn wait_exit(child: &mut Child, bound: Duration) -> std::process::ExitStatus {
+    let t0 = Instant::now();
+    loop {
+        if let Some(st) = child.try_wait().unwrap() {
+            return st;
+        }
+        if t0.elapsed() > bound {
+            let _ = child.kill();
+            let _ = child.wait();
+            panic!("pid {} still running after {bound:?}: killed", child.id());
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+/// Waits until `done()` holds, polling; fails with `what` (and what `done` last saw is
+/// up to the caller's message) if it does not within [`HANG`]. A bounded wait for a
+/// state, in place of a sleep that hopes the state has come.
+pub fn wait_for(what: &str, mut done: impl FnMut() -> bool) {
+    let t0 = Instant::now();
+    while !done() {
+        assert!(t0.elapsed() < HANG, "waited {HANG:?} for {what}");
+        std::thread::sleep(Duration::from_millis(10));
+    }
+}
