@@ -260,6 +260,11 @@ fn all_clients(runs: &[&Run]) -> ClientCheck {
         threads,
         busy_pct_mean,
         saturated: runs.iter().any(|r| r.client.saturated),
+        // The segment its quota held back most speaks for the whole load.
+        quota: runs
+            .iter()
+            .filter_map(|r| r.client.quota.clone())
+            .max_by(|a, b| a.throttled_pct().total_cmp(&b.throttled_pct())),
     }
 }
 

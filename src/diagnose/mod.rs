@@ -21,7 +21,15 @@ pub use explain::explain;
 /// Findings for a Run, ranked.
 pub fn diagnose(run: &Run) -> Vec<Finding> {
     let ctx = Ctx::new(run);
-    let mut found: Vec<Finding> = rules::ALL.iter().filter_map(|rule| rule(&ctx)).collect();
+    let mut found: Vec<Finding> = rules::ALL
+        .iter()
+        .filter_map(|rule| {
+            let f = (rule.check)(&ctx)?;
+            debug_assert_eq!(f.id, rule.id, "a rule makes the finding of its own id");
+            Some(f)
+        })
+        .collect();
+    explained(&mut found);
     let bottleneck = |f: &Finding, pred: &dyn Fn(&str) -> bool| {
         f.kind == Kind::Bottleneck && pred(f.id.as_str())
     };
@@ -68,6 +76,24 @@ pub fn diagnose(run: &Run) -> Vec<Finding> {
     }
     rank(&mut found);
     found
+}
+
+/// Demotes each consequence whose cause was found as a bottleneck ([`rules::EXPLAINS`])
+/// to info, saying which cause explains it.
+fn explained(found: &mut [Finding]) {
+    for e in rules::EXPLAINS {
+        let cause = found
+            .iter()
+            .any(|f| f.id == e.cause && f.kind == Kind::Bottleneck);
+        if !cause {
+            continue;
+        }
+        for f in found.iter_mut().filter(|f| f.id == e.consequence) {
+            f.kind = Kind::Info;
+            f.explanation
+                .push_str(&format!(" Explained by {} (above): {}.", e.cause, e.why));
+        }
+    }
 }
 
 /// Orders findings as the report shows them: a client that set the pace first, then
@@ -406,3 +432,79 @@ impl<'a> Ctx<'a> {
 
 #[cfg(test)]
 mod testutil;
+
+#[cfg(test)]
+mod tests {
+    use super::testutil::{fixture, with_stall};
+    use super::*;
+
+    fn kind_of(found: &[Finding], id: &str) -> Option<Kind> {
+        found.iter().find(|f| f.id == id).map(|f| f.kind)
+    }
+
+    /// Every rule's finding has a long explanation (`loadlens explain ID`), and every
+    /// explanation belongs to a rule: a rule cannot lose its text unnoticed, whether or
+    /// not a lab scenario makes it fire.
+    #[test]
+    fn every_rule_is_explained() {
+        for r in rules::ALL {
+            assert!(explain(r.id).is_some(), "no explanation for {}", r.id);
+        }
+        for (id, line, long) in explain::FINDINGS {
+            assert!(
+                rules::ALL.iter().any(|r| r.id == *id),
+                "explanation of {id}, which no rule makes"
+            );
+            assert!(line.len() > 20 && long.contains("Mechanism:") && long.contains("Fix:"));
+        }
+        for e in rules::EXPLAINS {
+            for id in [e.cause, e.consequence] {
+                assert!(rules::ALL.iter().any(|r| r.id == id), "{id}");
+            }
+        }
+    }
+
+    /// Regression (the time-wait lab scenario, 1 run in 2): the proxy's worker busy in
+    /// connect()'s port search delayed every connection at once, `event-loop-stall`
+    /// fired with a higher confidence and was ranked above its cause.
+    #[test]
+    fn time_wait_explains_the_stall_it_makes() {
+        let mut run = fixture("time-wait-before");
+        with_stall(&mut run, 400_000);
+        let found = diagnose(&run);
+        assert_eq!(found[0].id, "time-wait-connect-cost", "{:?}", ids(&found));
+        let stall = found
+            .iter()
+            .find(|f| f.id == "event-loop-stall")
+            .expect("fires");
+        assert_eq!(stall.kind, Kind::Info);
+        assert!(stall
+            .explanation
+            .contains("Explained by time-wait-connect-cost"));
+        // Without the cause the same evidence is a stall, first.
+        let mut no_proxy = run.clone();
+        no_proxy.evidence.as_mut().unwrap().window.time_wait_max = 10;
+        let found = diagnose(&no_proxy);
+        assert_eq!(found[0].id, "event-loop-stall", "{:?}", ids(&found));
+    }
+
+    /// Out of ports, the port search is part of running out: one finding first.
+    #[test]
+    fn exhausted_ports_explain_the_port_search() {
+        let run = fixture("ephemeral-ports-before");
+        let found = diagnose(&run);
+        assert_eq!(
+            found[0].id,
+            "ephemeral-ports-exhausted",
+            "{:?}",
+            ids(&found)
+        );
+        if let Some(k) = kind_of(&found, "time-wait-connect-cost") {
+            assert_eq!(k, Kind::Info);
+        }
+    }
+
+    fn ids(found: &[Finding]) -> Vec<(&str, Kind)> {
+        found.iter().map(|f| (f.id.as_str(), f.kind)).collect()
+    }
+}

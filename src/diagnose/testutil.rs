@@ -79,3 +79,15 @@ pub fn with_profile(run: &mut Run, name: &str) {
     }
     ev.profile = Some(profile);
 }
+
+/// `run` with a recurring stall injected: as many requests as connections waited
+/// `stall_us` at once in a later second (the evidence of `event-loop-stall`).
+pub fn with_stall(run: &mut Run, stall_us: u64) {
+    let mut h = run.results.latency.decode().unwrap();
+    h.record_n(stall_us, run.spec.connections as u64).unwrap();
+    let corrected = run.results.latency.corrected_for_coordinated_omission;
+    run.results.latency = crate::run::LatencySummary::from_histogram(&h, corrected);
+    if let Some(s) = run.results.timeline.iter_mut().find(|s| s.t_s >= 1) {
+        s.max_us = stall_us;
+    }
+}

@@ -24,9 +24,11 @@ use std::time::{Duration, Instant};
 use anyhow::Context;
 
 use crate::run::{
-    ClientCheck, ErrorCounts, LatencySummary, LoadResults, Phases, Second, Spread, ThreadCpu,
+    ClientCheck, ClientQuota, ErrorCounts, LatencySummary, LoadResults, Phases, Second, Spread,
+    ThreadCpu,
 };
 use crate::spec::{HttpVersion, IoBackend, RequestBytes, Spec, Target};
+use crate::sys::cgroup::{self, CpuStat, Proc};
 use crate::sys::thread_cpu::ThreadCpuSample;
 use h2::frame::RequestFrames;
 use stats::{ErrorKind, ThreadStats, Tick};
@@ -198,6 +200,7 @@ fn run_with<T: Transport + 'static>(
     let threads = spec.threads as usize;
     let timeout = spec.timeout();
     let (tx, rx) = mpsc::channel::<Tick>();
+    let quota = quota_before();
     let start = Instant::now();
     let deadline = spec.duration_s.map(|d| start + Duration::from_secs_f64(d));
 
@@ -305,7 +308,7 @@ fn run_with<T: Transport + 'static>(
     }
     Ok(Outcome {
         results,
-        client: client_check(cpus),
+        client: client_check(cpus, quota_over(quota)),
     })
 }
 
@@ -401,7 +404,25 @@ pub fn errno_name(errno: i32) -> String {
     name.to_string()
 }
 
-fn client_check(threads: Vec<ThreadCpu>) -> ClientCheck {
+/// loadlens's cgroup quota (in cores) and its `cpu.stat` before the load.
+fn quota_before() -> Option<(f64, CpuStat)> {
+    let cores = cgroup::quota_cores(&cgroup::cpu_max(Proc::Me)?)?;
+    Some((cores, cgroup::cpu_stat(Proc::Me)?))
+}
+
+/// What loadlens's cgroup quota did over the load.
+fn quota_over(before: Option<(f64, CpuStat)>) -> Option<ClientQuota> {
+    let (cores, a) = before?;
+    let d = cgroup::cpu_stat(Proc::Me)?.delta(&a);
+    Some(ClientQuota {
+        cores,
+        periods: d.periods,
+        throttled_periods: d.throttled_periods,
+        throttled_ms: d.throttled_ns as f64 / 1e6,
+    })
+}
+
+fn client_check(threads: Vec<ThreadCpu>, quota: Option<ClientQuota>) -> ClientCheck {
     let busy_pct_mean = if threads.is_empty() {
         0.0
     } else {
@@ -411,6 +432,7 @@ fn client_check(threads: Vec<ThreadCpu>) -> ClientCheck {
         saturated: busy_pct_mean >= SATURATED_BUSY_PCT,
         busy_pct_mean,
         threads,
+        quota,
     }
 }
 

@@ -7,6 +7,7 @@ pub mod other_servers;
 pub mod scenario;
 pub mod scenarios;
 pub mod servers;
+pub mod testbed;
 pub mod world;
 
 use std::fmt::Write as _;
@@ -84,14 +85,30 @@ fn run_once(
     }
     let json = w.dir.join(if fixed { "after.json" } else { "before.json" });
     let exe = std::env::current_exe().context("cannot find the loadlens binary")?;
-    let mut cmd = Command::new("ip");
+    // `ip netns exec` mounts a fresh /sys for the namespace, which hides the cgroup
+    // mounts: a client in a CPU cgroup joins only the network namespace (nsenter), so
+    // it reads its own quota as it would in a container.
+    let mut cmd = match setup.client_cgroup {
+        Some(_) => {
+            let mut c = Command::new("nsenter");
+            c.arg(format!("--net=/run/netns/{}", w.client()));
+            c
+        }
+        None => {
+            let mut c = Command::new("ip");
+            c.args(["netns", "exec", &w.client()]);
+            c
+        }
+    };
     let dur = format!("{}ms", opts.duration.as_millis());
-    cmd.args(["netns", "exec", &w.client()])
-        .args(&setup.client_prefix)
+    cmd.args(&setup.client_prefix)
         .arg(&exe)
         .args(["run", &setup.url, "-d", &dur, "--latency", "--json"])
         .arg(&json)
         .args(&setup.args);
+    if let Some(procs) = &setup.client_cgroup {
+        world::join_cgroup(&mut cmd, procs)?;
+    }
     for p in &setup.server_pids {
         cmd.args(["--server-pid", &p.to_string()]);
     }
@@ -247,15 +264,37 @@ pub fn table(sc: &Scenario, r: &LabResult) -> String {
     });
     row(&mut o, sc.key.label, &|r| {
         (sc.key.read)(r)
-            .map(|v| {
-                if v.fract() == 0.0 {
-                    format!("{v:.0}")
-                } else {
-                    format!("{v:.1}")
-                }
-            })
+            .map(scenario::fmt_value)
             .unwrap_or_else(|| "-".into())
     });
+    // Whether the fault held on this machine: a fault that did not move its key by the
+    // scenario's margin says nothing about the diagnosis.
+    if let Some(after) = &r.after {
+        match sc.key.margin(&r.before, after) {
+            Ok(Some(f)) => {
+                let (sign, want) = match sc.key.moves {
+                    scenario::Moves::Down(w) => ("÷", w),
+                    scenario::Moves::Up(w) => ("×", w),
+                    scenario::Moves::Holds => ("", 0.0),
+                };
+                let moved = if f.is_finite() {
+                    format!("{sign}{f:.1}")
+                } else {
+                    "to 0".into()
+                };
+                let _ = writeln!(
+                    o,
+                    "{:<26}{:>54}",
+                    "fault held",
+                    format!("{moved} by the fix (margin {sign}{want})")
+                );
+            }
+            Ok(None) => {}
+            Err(why) => {
+                let _ = writeln!(o, "warning: {why}: the fault did not hold on this machine, so this run says little about the diagnosis");
+            }
+        }
+    }
     o
 }
 

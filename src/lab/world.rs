@@ -28,6 +28,8 @@ pub struct World {
     pub verbose: bool,
     namespaces: Vec<String>,
     children: Vec<(String, Child)>,
+    /// CPU cgroups made by [`World::cpu_quota`], removed after the processes.
+    cgroups: Vec<PathBuf>,
 }
 
 impl World {
@@ -56,6 +58,7 @@ impl World {
             verbose,
             namespaces: Vec::new(),
             children: Vec::new(),
+            cgroups: Vec::new(),
         })
     }
 
@@ -133,6 +136,39 @@ impl World {
             ],
         )
         .map(|_| ())
+    }
+
+    /// A CPU cgroup limited to `cores` (a container's CPU limit: CFS bandwidth control,
+    /// cgroup v1 `cpu.cfs_quota_us` or v2 `cpu.max`, over 100 ms periods), removed with
+    /// the world. Returns its `cgroup.procs` file, to which a process is moved.
+    pub fn cpu_quota(&mut self, name: &str, cores: f64) -> anyhow::Result<PathBuf> {
+        let (base, v2) = cpu_cgroup_root()?;
+        let dir = base.join(format!(
+            "{}-{name}",
+            self.dir.file_name().unwrap_or_default().to_string_lossy()
+        ));
+        if self.verbose {
+            eprintln!("+ mkdir {}", dir.display());
+        }
+        fs::create_dir_all(&dir).with_context(|| format!("cannot create {}", dir.display()))?;
+        self.cgroups.push(dir.clone());
+        let quota = ((cores * 100_000.0).round() as u64).max(1000);
+        let writes: Vec<(&str, String)> = if v2 {
+            vec![("cpu.max", format!("{quota} 100000"))]
+        } else {
+            vec![
+                ("cpu.cfs_period_us", "100000".into()),
+                ("cpu.cfs_quota_us", quota.to_string()),
+            ]
+        };
+        for (file, value) in writes {
+            if self.verbose {
+                eprintln!("+ echo {value} > {}", dir.join(file).display());
+            }
+            fs::write(dir.join(file), &value)
+                .with_context(|| format!("cannot write {value} to {}", dir.join(file).display()))?;
+        }
+        Ok(dir.join("cgroup.procs"))
     }
 
     /// Starts a long-running process inside `ns`; its output goes to `DIR/<name>.log`.
@@ -262,6 +298,9 @@ impl Drop for World {
         for ns in self.namespaces.drain(..).rev() {
             remove_namespace(&ns, self.verbose);
         }
+        for cg in self.cgroups.drain(..) {
+            remove_cgroup(&cg);
+        }
         let _ = fs::remove_dir_all(&self.dir);
     }
 }
@@ -310,6 +349,73 @@ fn remove_namespace(ns: &str, verbose: bool) {
     let _ = Command::new("ip").args(["netns", "del", ns]).status();
 }
 
+/// Makes `cmd`'s process join the cgroup whose `cgroup.procs` is `procs` before it
+/// execs (before `ip netns exec`, whose fresh /sys no longer shows the cgroup mounts).
+pub fn join_cgroup(cmd: &mut Command, procs: &Path) -> anyhow::Result<()> {
+    use std::os::unix::ffi::OsStrExt;
+    let path = std::ffi::CString::new(procs.as_os_str().as_bytes())?;
+    // SAFETY: only open/write/close (async-signal-safe) between fork and exec, on a
+    // path allocated before the fork.
+    unsafe {
+        cmd.pre_exec(move || {
+            let fd = libc::open(path.as_ptr(), libc::O_WRONLY | libc::O_CLOEXEC);
+            if fd < 0 {
+                return Err(std::io::Error::last_os_error());
+            }
+            // "0" moves the writing process (cgroup v1 and v2).
+            let n = libc::write(fd, b"0".as_ptr().cast(), 1);
+            let err = std::io::Error::last_os_error();
+            libc::close(fd);
+            if n != 1 {
+                return Err(err);
+            }
+            Ok(())
+        });
+    }
+    Ok(())
+}
+
+/// Where the lab makes CPU cgroups: cgroup v1's `cpu` hierarchy, or cgroup v2's root
+/// when its `cpu` controller is enabled for children. (is v2)
+fn cpu_cgroup_root() -> anyhow::Result<(PathBuf, bool)> {
+    for v1 in ["/sys/fs/cgroup/cpu", "/sys/fs/cgroup/cpu,cpuacct"] {
+        if Path::new(v1).join("cpu.cfs_quota_us").exists()
+            || Path::new(v1).join("cpu.cfs_period_us").exists()
+        {
+            return Ok((v1.into(), false));
+        }
+    }
+    let root = Path::new("/sys/fs/cgroup");
+    let enabled = fs::read_to_string(root.join("cgroup.subtree_control")).unwrap_or_default();
+    if enabled.split_whitespace().any(|c| c == "cpu") {
+        return Ok((root.into(), true));
+    }
+    bail!("no CPU cgroup to limit a process with: neither cgroup v1's cpu controller (/sys/fs/cgroup/cpu) nor cgroup v2's with `cpu` in /sys/fs/cgroup/cgroup.subtree_control")
+}
+
+/// Removes a cgroup once its processes are gone: any left are killed first (a cgroup
+/// with tasks cannot be removed).
+fn remove_cgroup(dir: &Path) {
+    for _ in 0..20 {
+        let procs = fs::read_to_string(dir.join("cgroup.procs")).unwrap_or_default();
+        let pids: Vec<i32> = procs
+            .split_whitespace()
+            .filter_map(|p| p.parse().ok())
+            .collect();
+        if pids.is_empty() {
+            break;
+        }
+        for p in pids {
+            unsafe {
+                libc::kill(p, libc::SIGKILL);
+            }
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    // A cgroup's directory is removed with rmdir (its files are not real files).
+    let _ = fs::remove_dir(dir);
+}
+
 /// Removes worlds whose owner (the pid in their names) is gone.
 pub fn clean_stale(verbose: bool) {
     let alive = |pid: &str| Path::new(&format!("/proc/{pid}")).exists();
@@ -328,13 +434,21 @@ pub fn clean_stale(verbose: bool) {
             }
         }
     }
-    if let Ok(rd) = fs::read_dir(std::env::temp_dir()) {
+    let dirs = cpu_cgroup_root()
+        .map(|(base, _)| base)
+        .into_iter()
+        .chain([std::env::temp_dir()]);
+    for rd in dirs.filter_map(|d| fs::read_dir(d).ok()) {
         for e in rd.flatten() {
             let name = e.file_name().to_string_lossy().to_string();
             if let Some(rest) = name.strip_prefix("loadlens-lab-") {
                 let pid = rest.split('-').next().unwrap_or("");
                 if !pid.is_empty() && !alive(pid) {
-                    let _ = fs::remove_dir_all(e.path());
+                    if e.path().join("cgroup.procs").exists() {
+                        remove_cgroup(&e.path());
+                    } else {
+                        let _ = fs::remove_dir_all(e.path());
+                    }
                 }
             }
         }

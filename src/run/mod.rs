@@ -29,7 +29,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::spec::Spec;
 
-pub use client::{ClientCheck, ThreadCpu};
+pub use client::{ClientCheck, ClientQuota, ThreadCpu};
 pub use compare::{
     Change, CompareRow, ComparedRun, Comparison, Verdict, COMPARISON_SCHEMA_VERSION,
 };

@@ -1,9 +1,31 @@
-//! loadlens's own CPU cgroup (v1 or v2): its quota and the time it was throttled, so a
-//! client held back by a container's CPU limit is not mistaken for a slow server.
+//! A process's CPU cgroup (v1 or v2): its quota and the time it was throttled, so a
+//! client held back by a container's CPU limit is not mistaken for a slow server (and a
+//! server held back by one is named as such).
+//!
+//! Sources: `/proc/PID/cgroup` (which cgroup), then in the cgroup's directory v2
+//! `cpu.max` and `cpu.stat` (`nr_periods`, `nr_throttled`, `throttled_usec`), or v1
+//! `cpu.cfs_quota_us`, `cpu.cfs_period_us` and `cpu.stat` (`throttled_time` in ns) —
+//! Documentation/admin-guide/cgroup-v2.rst and scheduler/sched-bwc.rst.
 
-/// Where loadlens's CPU cgroup lives: (directory, is v2).
-fn cgroup_cpu_dir() -> Option<(String, bool)> {
-    let cg = std::fs::read_to_string("/proc/self/cgroup").ok()?;
+/// Whose cgroup: loadlens's own or another process's.
+#[derive(Debug, Clone, Copy)]
+pub enum Proc {
+    Me,
+    Pid(i32),
+}
+
+impl Proc {
+    fn cgroup_file(self) -> String {
+        match self {
+            Proc::Me => "/proc/self/cgroup".into(),
+            Proc::Pid(p) => format!("/proc/{p}/cgroup"),
+        }
+    }
+}
+
+/// Where a process's CPU cgroup lives: (directory, is v2).
+fn cgroup_cpu_dir(who: Proc) -> Option<(String, bool)> {
+    let cg = std::fs::read_to_string(who.cgroup_file()).ok()?;
     // v1: a line whose controllers include `cpu`; v2: the `0::` line.
     for l in cg.lines() {
         let mut f = l.splitn(3, ':');
@@ -27,9 +49,15 @@ fn cgroup_cpu_dir() -> Option<(String, bool)> {
     None
 }
 
-/// The cgroup's CPU quota, as the kernel writes it.
+/// loadlens's own cgroup's CPU quota, as the kernel writes it (v2 `cpu.max`, or v1
+/// `quota period`).
 pub fn cgroup_cpu_max() -> Option<String> {
-    let (d, v2) = cgroup_cpu_dir()?;
+    cpu_max(Proc::Me)
+}
+
+/// A process's cgroup CPU quota, as the kernel writes it.
+pub fn cpu_max(who: Proc) -> Option<String> {
+    let (d, v2) = cgroup_cpu_dir(who)?;
     if v2 {
         std::fs::read_to_string(format!("{d}/cpu.max"))
             .ok()
@@ -41,17 +69,120 @@ pub fn cgroup_cpu_max() -> Option<String> {
     }
 }
 
-/// Cumulative time the cgroup was throttled, ns.
+/// The quota in cores from `cpu.max`'s text (`"20000 100000"` → 0.2); `None` when
+/// unlimited (`max` in v2, `-1` in v1) or unreadable.
+pub fn quota_cores(cpu_max: &str) -> Option<f64> {
+    let mut f = cpu_max.split_whitespace();
+    let quota: f64 = f.next()?.parse().ok()?;
+    let period: f64 = f.next()?.parse().ok()?;
+    (quota > 0.0 && period > 0.0).then(|| quota / period)
+}
+
+/// A cgroup's CPU bandwidth counters (`cpu.stat`): cumulative since the cgroup was made.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct CpuStat {
+    /// Enforcement periods that have elapsed with runnable tasks (`nr_periods`).
+    pub periods: u64,
+    /// Periods in which the quota ran out (`nr_throttled`).
+    pub throttled_periods: u64,
+    /// Total time the cgroup's runqueues were throttled, ns (summed over CPUs).
+    pub throttled_ns: u64,
+}
+
+impl CpuStat {
+    /// Parses `cpu.stat`: v2 gives `throttled_usec`, v1 `throttled_time` in ns.
+    pub fn parse(text: &str) -> Option<CpuStat> {
+        let get = |key: &str| -> Option<u64> {
+            text.lines().find_map(|l| {
+                let (k, v) = l.split_once(char::is_whitespace)?;
+                (k == key).then(|| v.trim().parse().ok())?
+            })
+        };
+        let throttled_ns = match get("throttled_usec") {
+            Some(us) => us.saturating_mul(1000),
+            None => get("throttled_time")?,
+        };
+        Some(CpuStat {
+            periods: get("nr_periods").unwrap_or(0),
+            throttled_periods: get("nr_throttled").unwrap_or(0),
+            throttled_ns,
+        })
+    }
+
+    /// What happened between `earlier` and this reading.
+    pub fn delta(&self, earlier: &CpuStat) -> CpuStat {
+        CpuStat {
+            periods: self.periods.saturating_sub(earlier.periods),
+            throttled_periods: self
+                .throttled_periods
+                .saturating_sub(earlier.throttled_periods),
+            throttled_ns: self.throttled_ns.saturating_sub(earlier.throttled_ns),
+        }
+    }
+}
+
+/// A process's cgroup's `cpu.stat`.
+pub fn cpu_stat(who: Proc) -> Option<CpuStat> {
+    let (d, _) = cgroup_cpu_dir(who)?;
+    CpuStat::parse(&std::fs::read_to_string(format!("{d}/cpu.stat")).ok()?)
+}
+
+/// Cumulative time loadlens's own cgroup was throttled, ns.
 pub fn cgroup_throttled_ns() -> Option<u64> {
-    let (d, v2) = cgroup_cpu_dir()?;
-    let text = std::fs::read_to_string(format!("{d}/cpu.stat")).ok()?;
-    let key = if v2 {
-        "throttled_usec"
-    } else {
-        "throttled_time"
-    };
-    let v: u64 = text
-        .lines()
-        .find_map(|l| l.strip_prefix(key)?.trim().parse().ok())?;
-    Some(if v2 { v * 1000 } else { v })
+    cpu_stat(Proc::Me).map(|s| s.throttled_ns)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// cgroup v1's cpu.stat (kernel 6.18, a group with `cpu.cfs_quota_us` 20000).
+    const V1: &str = "nr_periods 31\nnr_throttled 27\nthrottled_time 2190345117\nnr_bursts 0\nburst_time 0\nwait_sum 0\n";
+    /// cgroup v2's cpu.stat.
+    const V2: &str = "usage_usec 5074522\nuser_usec 1622187\nsystem_usec 3452335\ncore_sched.force_idle_usec 0\nnr_periods 52\nnr_throttled 48\nthrottled_usec 4123456\nnr_bursts 0\nburst_usec 0\n";
+
+    #[test]
+    fn cpu_stat_v1_and_v2() {
+        assert_eq!(
+            CpuStat::parse(V1),
+            Some(CpuStat {
+                periods: 31,
+                throttled_periods: 27,
+                throttled_ns: 2_190_345_117
+            })
+        );
+        assert_eq!(
+            CpuStat::parse(V2),
+            Some(CpuStat {
+                periods: 52,
+                throttled_periods: 48,
+                throttled_ns: 4_123_456_000
+            })
+        );
+        // No throttling counter at all (not a CPU controller's file).
+        assert_eq!(CpuStat::parse("usage_usec 5\n"), None);
+        let a = CpuStat::parse(V1).unwrap();
+        let b = CpuStat {
+            periods: 41,
+            throttled_periods: 30,
+            throttled_ns: 2_290_345_117,
+        };
+        assert_eq!(
+            b.delta(&a),
+            CpuStat {
+                periods: 10,
+                throttled_periods: 3,
+                throttled_ns: 100_000_000
+            }
+        );
+    }
+
+    #[test]
+    fn quota_in_cores() {
+        assert_eq!(quota_cores("20000 100000"), Some(0.2));
+        assert_eq!(quota_cores("150000 100000"), Some(1.5));
+        assert_eq!(quota_cores("max 100000"), None);
+        assert_eq!(quota_cores("-1 100000"), None);
+        assert_eq!(quota_cores(""), None);
+    }
 }

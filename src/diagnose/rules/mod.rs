@@ -20,38 +20,157 @@ mod upstream;
 pub(super) use super::{fact, ramp, Ctx};
 use crate::run::{Fact, Finding, Kind};
 
-pub(super) type Rule = fn(&Ctx) -> Option<Finding>;
+/// A rule: the id of the finding it makes and the check that makes it.
+pub(super) struct Rule {
+    pub id: &'static str,
+    pub check: fn(&Ctx) -> Option<Finding>,
+}
 
+/// Every rule, in the order they run (ties in confidence keep this order).
 pub(super) const ALL: &[Rule] = &[
-    client::client_saturated,
-    accept::listen_queue_overflow,
-    accept::syn_queue_overflow,
-    conntrack::conntrack_full,
-    ports::ephemeral_ports_exhausted,
-    ports::time_wait_connect_cost,
-    upstream::upstream_saturated,
-    buffers::small_proxy_buffers,
-    buffers::sendfile_off,
-    sockbuf::small_send_buffer,
-    sockbuf::client_receive_window,
-    cpu::run_queue_delay,
-    stalls::event_loop_stall,
-    network::link_saturated,
-    cpu::softirq_concentrated,
-    limits::fd_limit,
-    limits::connection_limit,
-    cpu::server_cpu_saturated,
-    cpu::worker_imbalance,
-    cpu::new_connection_cost,
-    network::retransmits,
-    http::nagle_delayed_ack,
-    http::rate_limited,
-    http::http_errors,
-    profile::kernel_network_stack,
-    profile::allocator_hot,
-    profile::compression_cpu,
-    profile::tls_cpu,
-    profile::syscall_bound,
+    Rule {
+        id: "client-saturated",
+        check: client::client_saturated,
+    },
+    Rule {
+        id: "listen-queue-overflow",
+        check: accept::listen_queue_overflow,
+    },
+    Rule {
+        id: "syn-queue-overflow",
+        check: accept::syn_queue_overflow,
+    },
+    Rule {
+        id: "conntrack-full",
+        check: conntrack::conntrack_full,
+    },
+    Rule {
+        id: "ephemeral-ports-exhausted",
+        check: ports::ephemeral_ports_exhausted,
+    },
+    Rule {
+        id: "time-wait-connect-cost",
+        check: ports::time_wait_connect_cost,
+    },
+    Rule {
+        id: "upstream-saturated",
+        check: upstream::upstream_saturated,
+    },
+    Rule {
+        id: "small-proxy-buffers",
+        check: buffers::small_proxy_buffers,
+    },
+    Rule {
+        id: "sendfile-off",
+        check: buffers::sendfile_off,
+    },
+    Rule {
+        id: "small-send-buffer",
+        check: sockbuf::small_send_buffer,
+    },
+    Rule {
+        id: "client-receive-window",
+        check: sockbuf::client_receive_window,
+    },
+    Rule {
+        id: "run-queue-delay",
+        check: cpu::run_queue_delay,
+    },
+    Rule {
+        id: "event-loop-stall",
+        check: stalls::event_loop_stall,
+    },
+    Rule {
+        id: "link-saturated",
+        check: network::link_saturated,
+    },
+    Rule {
+        id: "softirq-concentrated",
+        check: cpu::softirq_concentrated,
+    },
+    Rule {
+        id: "fd-limit",
+        check: limits::fd_limit,
+    },
+    Rule {
+        id: "connection-limit",
+        check: limits::connection_limit,
+    },
+    Rule {
+        id: "server-cpu-saturated",
+        check: cpu::server_cpu_saturated,
+    },
+    Rule {
+        id: "worker-imbalance",
+        check: cpu::worker_imbalance,
+    },
+    Rule {
+        id: "new-connection-cost",
+        check: cpu::new_connection_cost,
+    },
+    Rule {
+        id: "retransmits",
+        check: network::retransmits,
+    },
+    Rule {
+        id: "nagle-delayed-ack",
+        check: http::nagle_delayed_ack,
+    },
+    Rule {
+        id: "rate-limited",
+        check: http::rate_limited,
+    },
+    Rule {
+        id: "http-errors",
+        check: http::http_errors,
+    },
+    Rule {
+        id: "kernel-network-stack",
+        check: profile::kernel_network_stack,
+    },
+    Rule {
+        id: "allocator-hot",
+        check: profile::allocator_hot,
+    },
+    Rule {
+        id: "compression-cpu",
+        check: profile::compression_cpu,
+    },
+    Rule {
+        id: "tls-cpu",
+        check: profile::tls_cpu,
+    },
+    Rule {
+        id: "syscall-bound",
+        check: profile::syscall_bound,
+    },
+];
+
+/// A cause and a consequence of it: when both fire and the cause is a bottleneck, the
+/// consequence is demoted to info and says which cause explains it — so a symptom is
+/// never ranked above what made it, whatever their confidences.
+pub(super) struct Explains {
+    pub cause: &'static str,
+    pub consequence: &'static str,
+    /// Why the cause produces the consequence's evidence (appended to its explanation).
+    pub why: &'static str,
+}
+
+pub(super) const EXPLAINS: &[Explains] = &[
+    // The time-wait lab scenario: the proxy's worker busy in connect()'s port search
+    // delays every connection it holds at once — the latency spikes of a stall.
+    Explains {
+        cause: "time-wait-connect-cost",
+        consequence: "event-loop-stall",
+        why: "the worker was busy in connect()'s search for a free local port past thousands of TIME_WAIT sockets, and every connection it holds waited meanwhile",
+    },
+    // Out of ports, connect() first searches the whole range: the search's cost is
+    // part of running out.
+    Explains {
+        cause: "ephemeral-ports-exhausted",
+        consequence: "time-wait-connect-cost",
+        why: "with every local port in TIME_WAIT, each connect() searched the whole range before failing",
+    },
 ];
 
 /// Findings that describe capacity (what the limit was) rather than a fault: demoted to
