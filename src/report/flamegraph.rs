@@ -61,6 +61,8 @@ fn draw(run: &Run, inline: bool) -> anyhow::Result<Vec<u8>> {
         if p.kernel { "" } else { " (user frames only)" }
     ));
     opts.count_name = "samples".into();
+    // The same Run draws the same picture (frame colours hashed from names, not random).
+    opts.deterministic = true;
     if inline {
         opts.no_javascript = true;
         opts.min_width = 2.0;
