@@ -1,7 +1,7 @@
 //! Real servers for the lab, from Debian's packages, with generated configs: nginx
 //! (static, reverse proxy, FastCGI) and php-fpm.
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 
 use anyhow::{bail, Context};
 
@@ -25,6 +25,11 @@ pub struct Nginx<'a> {
     pub http_extra: String,
     /// Inside `server {}` (locations).
     pub server_extra: String,
+    /// The logging lines of `http {}`: `access_log off;` (the lab's default), or a
+    /// `log_format` and an `access_log` a test reads back.
+    pub logging: String,
+    /// `error_log`'s level: `warn`, or `info` for a test that reads every line.
+    pub error_log_level: &'a str,
 }
 
 impl Default for Nginx<'_> {
@@ -38,6 +43,8 @@ impl Default for Nginx<'_> {
             main_extra: String::new(),
             http_extra: String::new(),
             server_extra: String::new(),
+            logging: "access_log off;".into(),
+            error_log_level: "warn",
         }
     }
 }
@@ -91,21 +98,17 @@ pub fn docroot(w: &World) -> anyhow::Result<PathBuf> {
     Ok(w.dir.join("html"))
 }
 
-/// Starts nginx inside `ns` and waits until it accepts connections from `ready_from`.
-/// Returns the master's pid.
-pub fn start_nginx(w: &mut World, ns: &str, ready_from: &str, n: &Nginx) -> anyhow::Result<i32> {
-    let root = docroot(w)?;
-    let d = w.dir.join(n.name);
-    std::fs::create_dir_all(d.join("tmp"))?;
-    let d = d.display().to_string();
-    let conf = format!(
-        r#"worker_processes {workers};
+/// The configuration of nginx `n` whose files (pid, error log, temp dirs) go in `d`,
+/// serving `root`. `n.workers` empty leaves `worker_processes` to `n.main_extra`.
+pub fn nginx_conf(n: &Nginx, d: &str, root: &Path) -> String {
+    format!(
+        r#"{workers}
 pid {d}/nginx.pid;
-error_log {d}/error.log warn;
+error_log {d}/error.log {level};
 {main_extra}
 events {{ worker_connections {worker_connections}; }}
 http {{
-    access_log off;
+    {logging}
     keepalive_requests 1000000;
     types {{ text/plain txt; application/octet-stream bin; }}
     client_body_temp_path {d}/tmp;
@@ -121,7 +124,13 @@ http {{
     }}
 }}
 "#,
-        workers = n.workers,
+        workers = if n.workers.is_empty() {
+            String::new()
+        } else {
+            format!("worker_processes {};", n.workers)
+        },
+        level = n.error_log_level,
+        logging = n.logging,
         worker_connections = n.worker_connections,
         main_extra = n.main_extra,
         http_extra = n.http_extra,
@@ -129,7 +138,17 @@ http {{
         listen_opts = n.listen_opts,
         root = root.display(),
         server_extra = n.server_extra,
-    );
+    )
+}
+
+/// Starts nginx inside `ns` and waits until it accepts connections from `ready_from`.
+/// Returns the master's pid.
+pub fn start_nginx(w: &mut World, ns: &str, ready_from: &str, n: &Nginx) -> anyhow::Result<i32> {
+    let root = docroot(w)?;
+    let d = w.dir.join(n.name);
+    std::fs::create_dir_all(d.join("tmp"))?;
+    let d = d.display().to_string();
+    let conf = nginx_conf(n, &d, &root);
     let conf_path = w.write(&format!("{}/nginx.conf", n.name), conf.as_bytes())?;
     let conf_path = conf_path.display().to_string();
     let err = format!("{d}/error.log");
@@ -209,7 +228,22 @@ pub fn start_php_fpm(
     );
     w.write("php/app.php", app.as_bytes())?;
     let d = w.dir.join("php").display().to_string();
-    let conf = format!(
+    let conf = php_fpm_conf(&d, listen, pm);
+    let conf_path = w.write("php/php-fpm.conf", conf.as_bytes())?;
+    let conf_path = conf_path.display().to_string();
+    let pid = w.spawn(ns, "php-fpm", &[&bin, "-n", "-F", "-y", &conf_path])?;
+    if listen.starts_with('/') {
+        w.wait_file(std::path::Path::new(listen), "php-fpm")?;
+    } else {
+        w.wait_tcp(ns, listen, "php-fpm")?;
+    }
+    Ok(pid)
+}
+
+/// php-fpm's configuration: its pid and error log in `d`, one pool `app` of `nobody`
+/// on `listen` with `pm` lines.
+pub fn php_fpm_conf(d: &str, listen: &str, pm: &str) -> String {
+    format!(
         r#"[global]
 pid = {d}/php-fpm.pid
 error_log = {d}/error.log
@@ -223,16 +257,7 @@ listen.mode = 0666
 listen.backlog = 4096
 {pm}
 "#
-    );
-    let conf_path = w.write("php/php-fpm.conf", conf.as_bytes())?;
-    let conf_path = conf_path.display().to_string();
-    let pid = w.spawn(ns, "php-fpm", &[&bin, "-n", "-F", "-y", &conf_path])?;
-    if listen.starts_with('/') {
-        w.wait_file(std::path::Path::new(listen), "php-fpm")?;
-    } else {
-        w.wait_tcp(ns, listen, "php-fpm")?;
-    }
-    Ok(pid)
+    )
 }
 
 /// php-fpm's error log (where "server reached pm.max_children" appears).
