@@ -5,6 +5,7 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 use std::time::Duration;
 
+use anyhow::Context;
 use clap::{Args, Subcommand};
 
 use crate::lab;
@@ -70,6 +71,10 @@ pub fn cmd(c: LabCommand) -> anyhow::Result<ExitCode> {
                 profile: !a.no_profile,
             };
             let sc = lab::find(&a.name)?;
+            if let Some(dir) = &opts.json_dir {
+                std::fs::create_dir_all(dir)
+                    .with_context(|| format!("cannot create --json-dir {}", dir.display()))?;
+            }
             out.write_all(lab::header(&sc, &opts).as_bytes())?;
             out.flush()?;
             let r = lab::run(&a.name, &opts)?;

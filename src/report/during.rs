@@ -35,12 +35,17 @@ pub fn render(e: &Evidence) -> String {
         e.topology.summary
     );
     if !w.cpus.is_empty() {
-        let _ = writeln!(o, "  CPU       usr%   sys%  soft%   irq%  idle%");
+        // Every share /proc/stat has, so a row sums to 100%: time blocked on disk
+        // (iowait) and taken by the hypervisor (steal) are where a CPU's time went too.
+        let _ = writeln!(
+            o,
+            "  CPU       usr%   sys%  soft%   irq%  wait%  steal%  idle%"
+        );
         for c in &w.cpus {
             let _ = writeln!(
                 o,
-                "    cpu{:<3}{:>7.1}{:>7.1}{:>7.1}{:>7.1}{:>7.1}",
-                c.cpu, c.user, c.system, c.softirq, c.irq, c.idle
+                "    cpu{:<3}{:>7.1}{:>7.1}{:>7.1}{:>7.1}{:>7.1}{:>8.1}{:>7.1}",
+                c.cpu, c.user, c.system, c.softirq, c.irq, c.iowait, c.steal, c.idle
             );
         }
     }
