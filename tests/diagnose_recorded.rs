@@ -100,8 +100,16 @@ fn explain_covers_every_rule_id() {
             all.extend(diagnose(&fixture(&format!("{}-{w}", sc.name))));
         }
     }
+    // Every rule is explained, whether or not a lab scenario makes it fire
+    // (sendfile-off, small-send-buffer, client-receive-window, rate-limited have none),
+    // and every finding of the recorded Runs is a rule's.
+    let ids: Vec<&str> = loadlens::diagnose::rule_ids().collect();
+    assert!(ids.len() >= 29, "{ids:?}");
+    for id in &ids {
+        assert!(explain(id).is_some(), "no explanation for {id}");
+    }
     for f in &all {
-        assert!(explain(&f.id).is_some(), "no explanation for {}", f.id);
+        assert!(ids.contains(&f.id.as_str()), "{} is no rule's", f.id);
     }
     assert!(explain("nope").is_none());
 }

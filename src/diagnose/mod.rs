@@ -18,6 +18,11 @@ use crate::run::{Evidence, Fact, Finding, Kind, ProcRates, Role, Run, ServerKind
 
 pub use explain::explain;
 
+/// The id of every finding a rule can make, in the order the rules run.
+pub fn rule_ids() -> impl Iterator<Item = &'static str> {
+    rules::ALL.iter().map(|r| r.id)
+}
+
 /// Findings for a Run, ranked.
 pub fn diagnose(run: &Run) -> Vec<Finding> {
     let ctx = Ctx::new(run);

@@ -116,11 +116,22 @@ mod tests {
 
     #[test]
     fn near_miss_client() {
+        // Recorded in a cgroup of 0.1 cores: the quota ran out in most periods.
         let mut run = fixture("client-bound-before");
+        assert_eq!(crate::diagnose::diagnose(&run)[0].id, "client-saturated");
+        let secs = run.results.duration_s;
         for t in run.client.threads.iter_mut() {
-            t.run_delay_ms = Some(0.2 * run.results.duration_s * 1000.0);
+            t.run_delay_ms = Some(0.2 * secs * 1000.0);
         }
+        let q = run.client.quota.as_mut().unwrap();
+        q.throttled_periods = q.periods / 4;
         assert!(!fires(&run, "client-saturated"));
+        // Run delay alone, just past its bar: starved.
+        run.client.quota = None;
+        for t in run.client.threads.iter_mut() {
+            t.run_delay_ms = Some(0.31 * secs * 1000.0);
+        }
+        assert!(fires(&run, "client-saturated"));
     }
 
     /// A client in a cgroup whose CPU quota ran out: not busy, no run-queue delay the
