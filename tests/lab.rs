@@ -68,6 +68,7 @@ fn expected(name: &str) -> &'static str {
         "event-loop-stall" => "event-loop-stall",
         "slow-link" => "link-saturated",
         "client-bound" => "client-saturated",
+        "cpu-quota" => "cpu-quota",
         "fd-limit" => "fd-limit",
         "worker-connections" => "connection-limit",
         "php-fpm-socket" => "upstream-saturated",
@@ -829,4 +830,37 @@ fn haproxy_maxconn() {
         .iter()
         .any(|p| p["tier"] == "upstream" && p["kind"] == "nginx");
     assert!(upstream_nginx, "{}", before["evidence"]["topology"]);
+}
+
+#[test]
+fn cpu_quota() {
+    let (before, after) = lab("cpu-quota", "3s");
+    let quota = |r: &Value| r["evidence"]["window"]["cgroup_quotas"][0].clone();
+    let q = quota(&before);
+    assert!((q["cores"].as_f64().unwrap() - 0.3).abs() < 1e-9, "{q}");
+    // Both workers and the master are in it.
+    assert_eq!(q["pids"].as_array().unwrap().len(), 3, "{q}");
+    let (throttled, periods) = (
+        q["throttled_periods"].as_u64().unwrap(),
+        q["periods"].as_u64().unwrap(),
+    );
+    assert!(throttled * 2 > periods, "{throttled} of {periods} periods");
+    let top = &before["findings"][0];
+    assert!(
+        top["fix"].as_str().unwrap().contains("now 0.30 cores"),
+        "{top}"
+    );
+    assert!(
+        top["fix"].as_str().unwrap().contains("worker_processes 1"),
+        "{top}"
+    );
+    // Not "raise worker_processes": the quota, not the workers, is the limit.
+    assert!(finding(&before, "server-cpu-saturated").is_none_or(|f| f["kind"] != "bottleneck"));
+    assert_eq!(quota(&after)["throttled_periods"], 0, "{}", quota(&after));
+    assert!(
+        rps(&after) > 2.0 * rps(&before),
+        "{} → {}",
+        rps(&before),
+        rps(&after)
+    );
 }

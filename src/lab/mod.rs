@@ -85,21 +85,8 @@ fn run_once(
     }
     let json = w.dir.join(if fixed { "after.json" } else { "before.json" });
     let exe = std::env::current_exe().context("cannot find the loadlens binary")?;
-    // `ip netns exec` mounts a fresh /sys for the namespace, which hides the cgroup
-    // mounts: a client in a CPU cgroup joins only the network namespace (nsenter), so
-    // it reads its own quota as it would in a container.
-    let mut cmd = match setup.client_cgroup {
-        Some(_) => {
-            let mut c = Command::new("nsenter");
-            c.arg(format!("--net=/run/netns/{}", w.client()));
-            c
-        }
-        None => {
-            let mut c = Command::new("ip");
-            c.args(["netns", "exec", &w.client()]);
-            c
-        }
-    };
+    let mut cmd = Command::new("ip");
+    cmd.args(["netns", "exec", &w.client()]);
     let dur = format!("{}ms", opts.duration.as_millis());
     cmd.args(&setup.client_prefix)
         .arg(&exe)

@@ -412,6 +412,36 @@ pub fn all() -> Vec<Scenario> {
             },
         },
         Scenario {
+            name: "cpu-quota",
+            summary: "nginx in a container-like CPU limit of 0.3 cores, a worker per CPU",
+            source: "nginx-tail-latencies.txt (time the worker waited for a CPU it did not get); a container's `--cpus`",
+            fault: "nginx (`worker_processes auto`: 2 workers) in a CPU cgroup with a quota of 0.3 cores",
+            fix: "the quota raised to 2 cores (the machine's)",
+            expected_finding: "cpu-quota",
+            key: Key {
+                label: "server throttled ms/s",
+                read: |r| {
+                    let e = r.evidence.as_ref()?;
+                    let ms: f64 = e.window.cgroup_quotas.iter().map(|q| q.throttled_ms).sum();
+                    Some(ms / e.window.duration_s.max(1e-9))
+                },
+                // A quota of 0.3 cores against 2 workers: throttled in nearly every
+                // period; with 2 cores, never (2 CPUs cannot use more).
+                moves: Moves::Down(10.0),
+            },
+            build: |w, fixed| {
+                w.two_hosts()?;
+                let cores = if fixed { 2.0 } else { 0.3 };
+                w.spawn_cgroup = Some(w.cpu_quota("server", cores)?);
+                let pid = start_front(w, Nginx {
+                        workers: "auto",
+                        ..Nginx::default()
+                    })?;
+                w.spawn_cgroup = None;
+                Ok(Setup::new(url("/1k.bin"), &["-c", "20"], vec![pid]))
+            },
+        },
+        Scenario {
             name: "fd-limit",
             summary: "an nginx worker whose open-files limit is far below the connections",
             source: "throughput-drop-case-study.txt (accept4() failed (24: Too many open files))",

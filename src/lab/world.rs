@@ -30,6 +30,9 @@ pub struct World {
     children: Vec<(String, Child)>,
     /// CPU cgroups made by [`World::cpu_quota`], removed after the processes.
     cgroups: Vec<PathBuf>,
+    /// Processes started by [`World::spawn`] from now on join this CPU cgroup (its
+    /// `cgroup.procs`).
+    pub spawn_cgroup: Option<PathBuf>,
 }
 
 impl World {
@@ -59,6 +62,7 @@ impl World {
             namespaces: Vec::new(),
             children: Vec::new(),
             cgroups: Vec::new(),
+            spawn_cgroup: None,
         })
     }
 
@@ -191,6 +195,9 @@ impl World {
                 libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGTERM);
                 Ok(())
             });
+        }
+        if let Some(procs) = &self.spawn_cgroup {
+            join_cgroup(&mut cmd, procs)?;
         }
         let child = cmd
             .spawn()

@@ -201,6 +201,10 @@ pub struct Window {
     /// Time loadlens's cgroup was throttled by its CPU quota over the window, ms
     /// (cgroup v2 `throttled_usec` or v1 `throttled_time`); `None` where unreadable.
     pub cgroup_throttled_ms: Option<f64>,
+    /// The CPU cgroups of the watched server processes that have a quota (a
+    /// container's CPU limit, systemd's `CPUQuota=`), over the window.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub cgroup_quotas: Vec<CgroupQuota>,
     /// Interface → packets a rate-limiting qdisc delayed (overlimits) and dropped.
     #[serde(default)]
     pub qdisc_overlimits: BTreeMap<String, u64>,
@@ -308,5 +312,31 @@ impl QueueMax {
     /// A TCP listener (address:port) rather than a unix socket path.
     pub fn port_is_tcp(&self) -> bool {
         !self.addr.starts_with('/') && !self.addr.starts_with('@')
+    }
+}
+
+/// A CPU cgroup with a quota, holding watched server processes, over the window
+/// (cgroup v2 `cpu.max`/`cpu.stat`, v1 `cpu.cfs_quota_us`/`cpu.stat`).
+#[derive(Debug, Clone, Default, Serialize, Deserialize, schemars::JsonSchema, PartialEq)]
+pub struct CgroupQuota {
+    /// The cgroup's directory (`/sys/fs/cgroup/system.slice/nginx.service`).
+    pub path: String,
+    /// The watched processes in it.
+    pub pids: Vec<i32>,
+    /// The quota, in cores (quota ÷ period).
+    pub cores: f64,
+    /// Enforcement periods over the window (`nr_periods`).
+    pub periods: u64,
+    /// Periods in which the quota ran out and the cgroup's tasks were stopped until the
+    /// next (`nr_throttled`).
+    pub throttled_periods: u64,
+    /// Time its tasks were throttled over the window, ms (summed over CPUs).
+    pub throttled_ms: f64,
+}
+
+impl CgroupQuota {
+    /// Share of the window's periods in which the quota ran out, percent.
+    pub fn throttled_pct(&self) -> f64 {
+        100.0 * self.throttled_periods as f64 / self.periods.max(1) as f64
     }
 }

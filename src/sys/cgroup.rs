@@ -24,29 +24,41 @@ impl Proc {
 }
 
 /// Where a process's CPU cgroup lives: (directory, is v2).
+///
+/// Looked for under /sys/fs/cgroup, then as the parent process or init sees it
+/// (`/proc/PPID/root/sys/fs/cgroup`): `ip netns exec` mounts a fresh /sys for its
+/// namespace, which hides the cgroup mounts from the program it runs, not from the
+/// shell (or lab) that started it.
 fn cgroup_cpu_dir(who: Proc) -> Option<(String, bool)> {
     let cg = std::fs::read_to_string(who.cgroup_file()).ok()?;
+    // SAFETY: getppid has no arguments and cannot fail.
+    let parent = format!("/proc/{}/root", unsafe { libc::getppid() });
+    let found = |bases: &[&str], path: &str| {
+        ["", parent.as_str(), "/proc/1/root"]
+            .iter()
+            .find_map(|root| {
+                bases.iter().find_map(|base| {
+                    let d = format!("{root}{base}{path}");
+                    std::path::Path::new(&d)
+                        .join("cpu.stat")
+                        .exists()
+                        .then_some(d)
+                })
+            })
+    };
     // v1: a line whose controllers include `cpu`; v2: the `0::` line.
     for l in cg.lines() {
         let mut f = l.splitn(3, ':');
         let (_, ctrls, path) = (f.next()?, f.next()?, f.next()?);
         if ctrls.split(',').any(|c| c == "cpu") {
-            for base in ["/sys/fs/cgroup/cpu", "/sys/fs/cgroup/cpu,cpuacct"] {
-                let d = format!("{base}{path}");
-                if std::path::Path::new(&d).join("cpu.stat").exists() {
-                    return Some((d, false));
-                }
+            let v1 = ["/sys/fs/cgroup/cpu", "/sys/fs/cgroup/cpu,cpuacct"];
+            if let Some(d) = found(&v1, path) {
+                return Some((d, false));
             }
         }
     }
     let path = cg.lines().find_map(|l| l.strip_prefix("0::"))?;
-    for base in ["/sys/fs/cgroup", "/sys/fs/cgroup/unified"] {
-        let d = format!("{base}{path}");
-        if std::path::Path::new(&d).join("cpu.stat").exists() {
-            return Some((d, true));
-        }
-    }
-    None
+    found(&["/sys/fs/cgroup", "/sys/fs/cgroup/unified"], path).map(|d| (d, true))
 }
 
 /// loadlens's own cgroup's CPU quota, as the kernel writes it (v2 `cpu.max`, or v1
@@ -127,6 +139,53 @@ pub fn cpu_stat(who: Proc) -> Option<CpuStat> {
     CpuStat::parse(&std::fs::read_to_string(format!("{d}/cpu.stat")).ok()?)
 }
 
+/// A CPU cgroup with a quota, read at one moment: its directory, quota in cores, its
+/// counters, and which of the asked-about processes are in it.
+#[derive(Debug, Clone, PartialEq)]
+pub struct QuotaReading {
+    pub dir: String,
+    pub cores: f64,
+    pub stat: CpuStat,
+    pub pids: Vec<i32>,
+}
+
+/// A cgroup directory as the machine names it: without the `/proc/PID/root` it may
+/// have been reached through.
+fn host_path(dir: &str) -> &str {
+    dir.strip_prefix("/proc/")
+        .and_then(|r| r.split_once("/root/"))
+        .filter(|(pid, _)| pid.bytes().all(|b| b.is_ascii_digit()))
+        .map_or(dir, |(_, rest)| &dir[dir.len() - rest.len() - 1..])
+}
+
+/// The CPU cgroups with a quota that hold any of `pids` (each cgroup once; `dir` as
+/// the machine names it).
+pub fn quotas_of(pids: &[i32]) -> Vec<QuotaReading> {
+    let mut out: Vec<QuotaReading> = Vec::new();
+    for &pid in pids {
+        let Some((dir, _)) = cgroup_cpu_dir(Proc::Pid(pid)) else {
+            continue;
+        };
+        if let Some(q) = out.iter_mut().find(|q| q.dir == host_path(&dir)) {
+            q.pids.push(pid);
+            continue;
+        }
+        let Some(cores) = cpu_max(Proc::Pid(pid)).as_deref().and_then(quota_cores) else {
+            continue;
+        };
+        let Some(stat) = cpu_stat(Proc::Pid(pid)) else {
+            continue;
+        };
+        out.push(QuotaReading {
+            dir: host_path(&dir).to_string(),
+            cores,
+            stat,
+            pids: vec![pid],
+        });
+    }
+    out
+}
+
 /// Cumulative time loadlens's own cgroup was throttled, ns.
 pub fn cgroup_throttled_ns() -> Option<u64> {
     cpu_stat(Proc::Me).map(|s| s.throttled_ns)
@@ -175,6 +234,16 @@ mod tests {
                 throttled_ns: 100_000_000
             }
         );
+    }
+
+    #[test]
+    fn host_paths() {
+        assert_eq!(
+            host_path("/proc/5735/root/sys/fs/cgroup/cpu/x"),
+            "/sys/fs/cgroup/cpu/x"
+        );
+        assert_eq!(host_path("/sys/fs/cgroup/cpu/x"), "/sys/fs/cgroup/cpu/x");
+        assert_eq!(host_path("/proc/self/root/sys/x"), "/proc/self/root/sys/x");
     }
 
     #[test]

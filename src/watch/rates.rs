@@ -5,8 +5,8 @@ use std::collections::BTreeMap;
 use std::time::Instant;
 
 use crate::run::{
-    ConnWindow, Conntrack, CpuPct, IfaceRate, OtherProcess, ProcRates, QueueGauge, QueueMax,
-    Sample, Window,
+    CgroupQuota, ConnWindow, Conntrack, CpuPct, IfaceRate, OtherProcess, ProcRates, QueueGauge,
+    QueueMax, Sample, Window,
 };
 use crate::sys::procfs::Softnet;
 
@@ -344,6 +344,22 @@ impl Reader {
                 (Some(x), Some(y)) => Some(y.saturating_sub(x) as f64 / 1e6),
                 _ => None,
             },
+            cgroup_quotas: b
+                .quotas
+                .iter()
+                .filter_map(|q| {
+                    let earlier = a.quotas.iter().find(|x| x.dir == q.dir)?;
+                    let d = q.stat.delta(&earlier.stat);
+                    Some(CgroupQuota {
+                        path: q.dir.clone(),
+                        pids: q.pids.clone(),
+                        cores: q.cores,
+                        periods: d.periods,
+                        throttled_periods: d.throttled_periods,
+                        throttled_ms: d.throttled_ns as f64 / 1e6,
+                    })
+                })
+                .collect(),
             qdisc_overlimits: b
                 .qdiscs
                 .iter()

@@ -13,6 +13,7 @@ use crate::sys::thread_cpu::ThreadCpuSample;
 use super::host::link_speeds;
 use super::snapshot::{all_cpu_ticks, qdiscs, ProcSnap, Reader, Snapshot};
 use super::{discover, logs, profile, WatchSpec, MAX_SAMPLES};
+use crate::sys::cgroup::quotas_of;
 
 /// The sampler thread: set-up, then a sample every interval until told to stop.
 pub(super) fn sampler(
@@ -103,8 +104,10 @@ pub(super) fn sampler(
         reader.warnings.extend(p.note.clone());
         Some(p)
     });
+    let server_pids: Vec<i32> = topology.processes.iter().map(|p| p.pid).collect();
     let mut before = reader.snapshot();
     before.qdiscs = qdiscs();
+    before.quotas = quotas_of(&server_pids);
     before.all_ticks = all_cpu_ticks();
     host.qdisc_rate_bytes_per_s = before
         .qdiscs
@@ -160,6 +163,7 @@ pub(super) fn sampler(
     }
     let mut after = reader.snapshot();
     after.qdiscs = qdiscs();
+    after.quotas = quotas_of(&server_pids);
     after.all_ticks = all_cpu_ticks();
     // The partial last interval, so even a short run has a sample.
     samples.push(reader.sample(start, &prev, &after));

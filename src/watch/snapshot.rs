@@ -28,6 +28,8 @@ pub(super) struct Snapshot {
     /// Only in the before/after snapshots (spawning tc and scanning /proc each sample
     /// would cost more than the rest of the sample).
     pub(super) qdiscs: BTreeMap<String, (u64, u64, u64)>,
+    /// The server processes' CPU cgroups with a quota (before/after only).
+    pub(super) quotas: Vec<crate::sys::cgroup::QuotaReading>,
     pub(super) all_ticks: BTreeMap<i32, (String, u64, u32)>,
     pub(super) procs: BTreeMap<i32, ProcSnap>,
     pub(super) listeners: Vec<Listener>,

@@ -73,6 +73,10 @@ pub(super) const ALL: &[Rule] = &[
         check: sockbuf::client_receive_window,
     },
     Rule {
+        id: "cpu-quota",
+        check: cpu::cpu_quota,
+    },
+    Rule {
         id: "run-queue-delay",
         check: cpu::run_queue_delay,
     },
@@ -157,6 +161,13 @@ pub(super) struct Explains {
 }
 
 pub(super) const EXPLAINS: &[Explains] = &[
+    // A throttled task is runnable and not running: the scheduler counts the quota's
+    // stops as run-queue delay, and no other process is to blame.
+    Explains {
+        cause: "cpu-quota",
+        consequence: "run-queue-delay",
+        why: "a task stopped by its cgroup's quota waits as if for a CPU, with the machine's CPUs idle",
+    },
     // The time-wait lab scenario: the proxy's worker busy in connect()'s port search
     // delays every connection it holds at once — the latency spikes of a stall.
     Explains {
