@@ -69,6 +69,7 @@ fn expected(name: &str) -> &'static str {
         "slow-link" => "link-saturated",
         "client-bound" => "client-saturated",
         "cpu-quota" => "cpu-quota",
+        "few-connections" => "concurrency-bound",
         "fd-limit" => "fd-limit",
         "worker-connections" => "connection-limit",
         "php-fpm-socket" => "upstream-saturated",
@@ -863,4 +864,22 @@ fn cpu_quota() {
         rps(&before),
         rps(&after)
     );
+}
+
+#[test]
+fn few_connections() {
+    let (before, after) = lab("few-connections", "3s");
+    // Little's law, measured: 4 in flight ÷ the mean latency is the rate.
+    let mean_s = before["results"]["latency"]["mean_us"].as_f64().unwrap() / 1e6;
+    let littles = 4.0 / mean_s;
+    assert!(
+        (rps(&before) / littles - 1.0).abs() < 0.25,
+        "{} vs {littles}",
+        rps(&before)
+    );
+    assert!(mean_s >= 0.05, "the script sleeps 50 ms: {mean_s}");
+    let f = finding(&before, "concurrency-bound").unwrap();
+    assert!(f["fix"].as_str().unwrap().contains("-c, now 4"), "{f}");
+    assert_eq!(errors(&before), 0);
+    assert_eq!(errors(&after), 0);
 }

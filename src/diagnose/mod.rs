@@ -35,6 +35,19 @@ pub fn diagnose(run: &Run) -> Vec<Finding> {
         })
         .collect();
     explained(&mut found);
+    // The load's concurrency set the rate only when nothing else did: any other
+    // bottleneck is what held the requests, and the closed loop's arithmetic a fact.
+    if found
+        .iter()
+        .any(|f| f.kind == Kind::Bottleneck && f.id != "concurrency-bound")
+    {
+        for f in found.iter_mut().filter(|f| f.id == "concurrency-bound") {
+            f.kind = Kind::Info;
+            f.explanation.push_str(
+                " A bottleneck above held the requests: this is the closed loop's arithmetic, not the cause.",
+            );
+        }
+    }
     let bottleneck = |f: &Finding, pred: &dyn Fn(&str) -> bool| {
         f.kind == Kind::Bottleneck && pred(f.id.as_str())
     };

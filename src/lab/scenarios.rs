@@ -442,6 +442,35 @@ pub fn all() -> Vec<Scenario> {
             },
         },
         Scenario {
+            name: "few-connections",
+            summary: "4 connections to a PHP page that takes 50 ms, the server idle: the load's own concurrency sets the rate",
+            source: "peers-and-techniques.md (closed loop: the rate is the client's concurrency over the latency, not the server's capacity)",
+            fault: "`-c 4` against nginx → php-fpm (16 children) with a 50 ms script",
+            fix: "`-c 64`: the load finds the server's limit (its 16 children)",
+            expected_finding: "concurrency-bound",
+            key: Key {
+                label: "requests/s",
+                read: |r| Some(r.results.requests_per_s),
+                // 4 ÷ 50 ms = 80/s against 16 children ÷ 50 ms = 320/s: ×4.
+                moves: Moves::Up(2.5),
+            },
+            build: |w, fixed| {
+                w.two_hosts()?;
+                let s = w.server();
+                let sock = w.dir.join("php/fpm.sock").display().to_string();
+                let fpm = start_php_fpm(w, &s, &sock, "pm = static\npm.max_children = 16", 50)?;
+                let app = w.dir.join("php/app.php").display().to_string();
+                let pid = start_front(w, Nginx {
+                        server_extra: format!(
+                            "location / {{ fastcgi_pass unix:{sock}; include /etc/nginx/fastcgi_params; fastcgi_param SCRIPT_FILENAME {app}; }}"
+                        ),
+                        ..Nginx::default()
+                    })?;
+                let c = if fixed { "64" } else { "4" };
+                Ok(Setup::new(url("/"), &["-c", c, "--timeout", "5s"], vec![pid, fpm]))
+            },
+        },
+        Scenario {
             name: "fd-limit",
             summary: "an nginx worker whose open-files limit is far below the connections",
             source: "throughput-drop-case-study.txt (accept4() failed (24: Too many open files))",

@@ -110,9 +110,92 @@ pub(super) fn client_saturated(c: &Ctx) -> Option<Finding> {
     Some(f)
 }
 
+/// Below this share of a core every watched server process had room to do more.
+const IDLE_PROC_PCT: f64 = 50.0;
+
+/// The load's own concurrency set the rate: a closed loop of N requests in flight
+/// completes N ÷ (mean latency) requests per second (Little's law), whatever the
+/// server could do. With nothing saturated — the server's processes (busy or waiting
+/// for a CPU), the client — the requests/s say how long one request takes, not how many the server
+/// can serve.
+pub(super) fn concurrency_bound(c: &Ctx) -> Option<Finding> {
+    let run = c.run;
+    let r = &run.results;
+    // Open loop: the rate was asked for. Failing requests measure something else.
+    if run.spec.rate.is_some() || r.responses == 0 {
+        return None;
+    }
+    if r.errors.total() + r.non_2xx_3xx > r.responses / 100 {
+        return None;
+    }
+    let e = c.ev?;
+    let busiest = c.procs().iter().map(|p| p.cpu_pct).fold(0.0, f64::max);
+    let cpus = &e.window.cpus;
+    let idle = cpus.iter().map(|x| x.idle).sum::<f64>() / cpus.len().max(1) as f64;
+    let client_busy = run.client.busy_pct_mean;
+    // Nor waiting for a CPU (run-queue-delay's bar): other work on the machine may
+    // keep its CPUs busy, as long as it did not hold the server back.
+    let waited = c
+        .procs()
+        .iter()
+        .filter_map(|p| p.run_delay_ms_per_s)
+        .fold(0.0, f64::max);
+    if c.procs().is_empty() || busiest >= IDLE_PROC_PCT || waited >= 100.0 || client_busy >= 50.0 {
+        return None;
+    }
+    let in_flight = run.spec.connections as f64 * r.streams_per_connection.max(1) as f64;
+    let mean_s = r.latency.mean_us / 1e6;
+    if mean_s <= 0.0 {
+        return None;
+    }
+    let littles = in_flight / mean_s;
+    // Every connection busy all the time: the measured rate is what Little's law
+    // allows (within 25%; connection set-up and the client's own turn make it lower).
+    let ratio = r.requests_per_s / littles;
+    if !(0.75..=1.1).contains(&ratio) {
+        return None;
+    }
+    let mut f = finding(
+        "concurrency-bound",
+        Kind::Bottleneck,
+        ramp(IDLE_PROC_PCT - busiest, 0.0, IDLE_PROC_PCT),
+        format!(
+            "the load's own concurrency set the rate: {in_flight:.0} requests in flight ÷ {:.1} ms each = {littles:.0}/s, nothing saturated",
+            mean_s * 1e3
+        ),
+    );
+    f.evidence = vec![
+        fact(
+            "requests in flight (connections × streams)",
+            in_flight,
+            "requests",
+        ),
+        fact("mean latency", mean_s * 1e3, "ms"),
+        fact("in flight ÷ mean latency", littles, "/s"),
+        fact("requests/s measured", r.requests_per_s, "/s"),
+        fact("busiest server process CPU", busiest, "%"),
+        fact("CPU idle (mean over CPUs)", idle, "%"),
+        fact("loadlens worker busy", client_busy, "%"),
+    ];
+    f.explanation = format!(
+        "In a closed loop each connection sends its next request only when the last is answered, so the rate is the requests in flight divided by the time each takes (Little's law). Nothing was saturated — the busiest server process used {busiest:.0}% of a core and waited {waited:.0} ms/s for a CPU, loadlens's workers were {client_busy:.0}% busy — so this rate is not the server's capacity: it is how long one request takes ({:.1} ms), repeated {in_flight:.0} at a time.",
+        mean_s * 1e3
+    );
+    f.fix = format!(
+        "load harder to find the capacity: more connections (-c, now {}), a fixed rate (-R) or `loadlens sweep -c {},{},{}`; if {:.1} ms per request is too slow, that latency (not throughput) is what to work on",
+        run.spec.connections,
+        run.spec.connections,
+        run.spec.connections * 4,
+        run.spec.connections * 16,
+        mean_s * 1e3
+    );
+    Some(f)
+}
+
 #[cfg(test)]
 mod tests {
     use crate::diagnose::testutil::{fires, fixture};
+    use crate::run::Kind;
 
     #[test]
     fn near_miss_client() {
@@ -207,5 +290,40 @@ mod tests {
             .find(|f| f.id == "client-saturated")
             .expect("fires");
         assert!(f.title.contains("segment 2/2 on b"), "{}", f.title);
+    }
+
+    /// Recorded from the lab's few-connections (4 connections, a 50 ms PHP script): the
+    /// load's concurrency is named. Each condition, broken, silences it.
+    #[test]
+    fn near_miss_concurrency_bound() {
+        let run = fixture("few-connections-before");
+        let found = crate::diagnose::diagnose(&run);
+        assert_eq!(found[0].id, "concurrency-bound");
+        assert!(found[0].fix.contains("-c, now 4"), "{}", found[0].fix);
+        let mut open_loop = run.clone();
+        open_loop.spec.rate = Some(80.0);
+        assert!(!fires(&open_loop, "concurrency-bound"));
+        let mut busy_server = run.clone();
+        busy_server.evidence.as_mut().unwrap().window.processes[0].cpu_pct = 60.0;
+        assert!(!fires(&busy_server, "concurrency-bound"));
+        let mut waiting = run.clone();
+        waiting.evidence.as_mut().unwrap().window.processes[0].run_delay_ms_per_s = Some(150.0);
+        assert!(!fires(&waiting, "concurrency-bound"));
+        let mut busy_client = run.clone();
+        busy_client.client.busy_pct_mean = 60.0;
+        assert!(!fires(&busy_client, "concurrency-bound"));
+        // Half the rate Little's law allows: connections idle part of the time.
+        let mut slower = run.clone();
+        slower.results.requests_per_s /= 2.0;
+        assert!(!fires(&slower, "concurrency-bound"));
+        let mut failing = run.clone();
+        failing.results.non_2xx_3xx = failing.results.responses / 50;
+        assert!(!fires(&failing, "concurrency-bound"));
+        // Another bottleneck held the requests: the arithmetic stays, as info.
+        let after = crate::diagnose::diagnose(&fixture("few-connections-after"));
+        assert_eq!(after[0].id, "upstream-saturated");
+        assert!(after
+            .iter()
+            .all(|f| f.id != "concurrency-bound" || f.kind == Kind::Info));
     }
 }

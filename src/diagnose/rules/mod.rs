@@ -33,6 +33,10 @@ pub(super) const ALL: &[Rule] = &[
         check: client::client_saturated,
     },
     Rule {
+        id: "concurrency-bound",
+        check: client::concurrency_bound,
+    },
+    Rule {
         id: "listen-queue-overflow",
         check: accept::listen_queue_overflow,
     },
