@@ -1,5 +1,5 @@
 //! The rules, grouped by resource: client, accept queues, ports, conntrack, upstream,
-//! proxy buffers, socket buffers, CPU, network, stalls, limits, HTTP. Each is
+//! proxy buffers, socket buffers, CPU, CPU quotas, network, stalls, limits, HTTP. Each is
 //! `fn(&Ctx) -> Option<Finding>`; thresholds are named where they are used and explained
 //! there.
 
@@ -13,6 +13,7 @@ mod limits;
 mod network;
 mod ports;
 pub mod profile;
+mod quota;
 mod sockbuf;
 mod stalls;
 mod upstream;
@@ -78,7 +79,7 @@ pub(super) const ALL: &[Rule] = &[
     },
     Rule {
         id: "cpu-quota",
-        check: cpu::cpu_quota,
+        check: quota::cpu_quota,
     },
     Rule {
         id: "run-queue-delay",
