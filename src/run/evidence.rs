@@ -252,6 +252,12 @@ pub struct OtherProcess {
     pub cpu_pct: f64,
     /// The CPU it last ran on.
     pub last_cpu: u32,
+    /// Its nice value (0 in Runs recorded before it was kept).
+    #[serde(default)]
+    pub nice: i64,
+    /// It runs under SCHED_IDLE: only on an otherwise idle CPU.
+    #[serde(default)]
+    pub sched_idle: bool,
 }
 
 /// Conntrack over the window.

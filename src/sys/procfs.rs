@@ -290,6 +290,9 @@ pub struct PidStat {
     pub num_threads: u64,
     /// The CPU the task last ran on.
     pub processor: u32,
+    /// Its nice value (-20..19) and scheduling policy (`SCHED_IDLE` is 5).
+    pub nice: i64,
+    pub policy: u32,
 }
 
 /// `/proc/PID/stat`. `comm` may contain spaces and parentheses, so the fields after it
@@ -312,6 +315,8 @@ pub fn parse_pid_stat(text: &str) -> Option<PidStat> {
         stime: get(15)?,
         num_threads: get(20)?,
         processor: get(39)? as u32,
+        nice: f.get(19 - 3)?.parse().ok()?,
+        policy: get(41).unwrap_or(0) as u32,
     })
 }
 

@@ -10,6 +10,9 @@ use crate::run::{
 };
 use crate::sys::procfs::Softnet;
 
+/// The scheduling policy that runs a task only on an otherwise idle CPU (sched(7)).
+const SCHED_IDLE: u32 = 5;
+
 use super::snapshot::{ConnSnap, Reader, Snapshot};
 
 /// The counters that the sample series carries as per-second rates (the window deltas
@@ -188,14 +191,17 @@ impl Reader {
             .all_ticks
             .iter()
             .filter(|(pid, _)| **pid != me && !self.procs.iter().any(|p| p.pid == **pid))
-            .filter_map(|(pid, (comm, ticks, cpu))| {
-                let before = a.all_ticks.get(pid).map_or(0, |x| x.1);
-                let pct = ticks.saturating_sub(before) as f64 / self.clk_tck / dt * 100.0;
+            .filter_map(|(pid, st)| {
+                let before = a.all_ticks.get(pid).map_or(0, |x| x.utime + x.stime);
+                let ticks = (st.utime + st.stime).saturating_sub(before);
+                let pct = ticks as f64 / self.clk_tck / dt * 100.0;
                 (pct >= 1.0).then(|| OtherProcess {
                     pid: *pid,
-                    comm: comm.clone(),
+                    comm: st.comm.clone(),
                     cpu_pct: pct,
-                    last_cpu: *cpu,
+                    last_cpu: st.processor,
+                    nice: st.nice,
+                    sched_idle: st.policy == SCHED_IDLE,
                 })
             })
             .collect();

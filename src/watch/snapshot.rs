@@ -30,7 +30,7 @@ pub(super) struct Snapshot {
     pub(super) qdiscs: BTreeMap<String, (u64, u64, u64)>,
     /// The server processes' CPU cgroups with a quota (before/after only).
     pub(super) quotas: Vec<crate::sys::cgroup::QuotaReading>,
-    pub(super) all_ticks: BTreeMap<i32, (String, u64, u32)>,
+    pub(super) all_ticks: BTreeMap<i32, PidStat>,
     pub(super) procs: BTreeMap<i32, ProcSnap>,
     pub(super) listeners: Vec<Listener>,
     pub(super) conns: Option<ConnSnap>,
@@ -268,12 +268,9 @@ fn conn_snap(
     }
 }
 
-/// Every process's CPU ticks and last CPU, for [`OtherProcess`].
-pub(super) fn all_cpu_ticks() -> BTreeMap<i32, (String, u64, u32)> {
+/// Every process's CPU ticks, last CPU and priority, for [`OtherProcess`].
+pub(super) fn all_cpu_ticks() -> BTreeMap<i32, PidStat> {
     all_pid_stats()
-        .into_iter()
-        .map(|(pid, st)| (pid, (st.comm, st.utime + st.stime, st.processor)))
-        .collect()
 }
 
 /// Rate-limiting qdiscs in the calling thread's namespace: `tc -s -j qdisc show` (tc

@@ -1,7 +1,7 @@
 //! CPU and scheduling: saturated or unbalanced workers, run-queue wait, the cost of new
 //! connections, softirq on one CPU.
 
-use super::{competitors, fact, finding, ramp, Ctx};
+use super::{already_niced, competitors, fact, finding, ramp, Ctx};
 use crate::diagnose::kinds::{self, Knob};
 use crate::run::{Finding, Kind};
 
@@ -79,6 +79,14 @@ pub(super) fn run_queue_delay(c: &Ctx) -> Option<Finding> {
         format!("give the server its own CPUs ({pin}, `taskset` the load generator elsewhere, or load from another machine)")
     } else if others.is_empty() {
         format!("fewer runnable threads on the server's CPUs (its workers and what else runs there, {pin}), or more CPUs for it")
+    } else if let Some(niced) = already_niced(c, w.last_cpu) {
+        // nice alone does not keep a busy process out of the worker's way: under
+        // EEVDF (Linux 6.6+) a waking worker does not always preempt it at once, and
+        // it fills every gap the worker leaves. Only SCHED_IDLE yields at once.
+        format!(
+            "{niced} already runs at a low priority (nice), and still took turns on CPU {}: run it under SCHED_IDLE (`chrt --idle -p 0 PID`), move it off the CPU (taskset), or pin the server's workers elsewhere ({pin})",
+            w.last_cpu
+        )
     } else {
         format!(
             "move the other work off CPU {} (taskset), lower its priority (`nice`, `chrt --idle`), or pin the server's workers elsewhere ({pin}){}",

@@ -233,3 +233,47 @@ pub(super) fn competitors(c: &Ctx, cpu: Option<u32>) -> Vec<String> {
     })
     .unwrap_or_default()
 }
+
+/// The busy processes on `cpu` when every one of them is already niced (and none is
+/// SCHED_IDLE, which would not have delayed the worker): "sh (pid 12, nice 19)".
+pub(super) fn already_niced(c: &Ctx, cpu: u32) -> Option<String> {
+    let busy: Vec<_> = c
+        .ev?
+        .window
+        .other_processes
+        .iter()
+        .filter(|o| o.cpu_pct >= 20.0 && o.last_cpu == cpu)
+        .collect();
+    (!busy.is_empty() && busy.iter().all(|o| o.nice > 0 && !o.sched_idle)).then(|| {
+        busy.iter()
+            .map(|o| format!("{} (pid {}, nice {})", o.comm, o.pid, o.nice))
+            .collect::<Vec<_>>()
+            .join(", ")
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use crate::diagnose::testutil::fixture;
+
+    /// Regression (healthy beside `nice -n 19` busy loop, kernel 6.18): the niced loop
+    /// still took 73% of the worker's CPU and delayed it 209 ms/s; the fix said "lower
+    /// its priority (nice)", which it already was. A niced competitor gets SCHED_IDLE.
+    #[test]
+    fn a_niced_competitor_is_told_sched_idle() {
+        let mut run = fixture("cpu-contention-before");
+        let find = |run: &crate::run::Run| {
+            crate::diagnose::diagnose(run)
+                .into_iter()
+                .find(|f| f.id == "run-queue-delay")
+                .unwrap()
+        };
+        assert!(find(&run).fix.contains("lower its priority"));
+        for o in run.evidence.as_mut().unwrap().window.other_processes.iter_mut() {
+            o.nice = 19;
+        }
+        let f = find(&run);
+        assert!(f.fix.contains("SCHED_IDLE"), "{}", f.fix);
+        assert!(f.fix.contains("nice 19"), "{}", f.fix);
+    }
+}
