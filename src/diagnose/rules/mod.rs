@@ -269,7 +269,14 @@ mod tests {
                 .unwrap()
         };
         assert!(find(&run).fix.contains("lower its priority"));
-        for o in run.evidence.as_mut().unwrap().window.other_processes.iter_mut() {
+        for o in run
+            .evidence
+            .as_mut()
+            .unwrap()
+            .window
+            .other_processes
+            .iter_mut()
+        {
             o.nice = 19;
         }
         let f = find(&run);
