@@ -17,6 +17,8 @@ want pgrep procps
 want sysctl procps
 want chrt util-linux
 want prlimit util-linux
+# A JVM upstream (tests/upstream.rs: its IPv4-mapped listener).
+[ "$what" = test ] && want java default-jre-headless
 # The HTML report is opened in a real browser by its test.
 [ "$what" = test ] && want chromium chromium
 ls /usr/sbin/php-fpm* >/dev/null 2>&1 || need+=(php-fpm)

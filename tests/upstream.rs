@@ -78,3 +78,115 @@ fn php_fpm_children_computing_on_every_cpu_are_not_told_to_multiply() {
     assert!(fix.contains("will not help"), "{fix}");
     assert!(!fix.contains("as far as memory allows"), "{fix}");
 }
+
+/// A JVM server: its listening socket is of the IPv6 family, bound to the IPv4-mapped
+/// `[::ffff:127.0.0.1]` (Java's default unless `java.net.preferIPv4Stack=true`), as
+/// Tomcat, Jetty and Spring Boot are. Killed on drop.
+struct Jvm {
+    child: std::process::Child,
+    port: u16,
+    _dir: tempfile::TempDir,
+}
+
+impl Jvm {
+    /// `java Up.java PORT` (the single-file source launcher): an HttpServer on
+    /// 127.0.0.1:PORT answering every request with 1 KiB after `sleep_ms`.
+    fn start(sleep_ms: u32) -> Option<Jvm> {
+        if loadlens::lab::world::which("java").is_none() {
+            common::skip_or_fail("java not found (Debian: default-jre-headless)");
+            return None;
+        }
+        let dir = tempfile::tempdir().unwrap();
+        let src = format!(
+            r#"
+import com.sun.net.httpserver.*;
+import java.net.InetSocketAddress;
+public class Up {{
+    public static void main(String[] a) throws Exception {{
+        HttpServer s = HttpServer.create(new InetSocketAddress("127.0.0.1", Integer.parseInt(a[0])), 128);
+        byte[] body = new byte[1024];
+        s.createContext("/", x -> {{
+            try {{ Thread.sleep({sleep_ms}); }} catch (InterruptedException e) {{}}
+            x.sendResponseHeaders(200, body.length);
+            x.getResponseBody().write(body);
+            x.close();
+        }});
+        s.setExecutor(java.util.concurrent.Executors.newFixedThreadPool(64));
+        s.start();
+    }}
+}}
+"#
+        );
+        std::fs::write(dir.path().join("Up.java"), src).unwrap();
+        let port = std::net::TcpListener::bind("127.0.0.1:0")
+            .unwrap()
+            .local_addr()
+            .unwrap()
+            .port();
+        let child = std::process::Command::new("java")
+            .arg(dir.path().join("Up.java"))
+            .arg(port.to_string())
+            .stdin(std::process::Stdio::null())
+            .stdout(std::process::Stdio::null())
+            .spawn()
+            .unwrap();
+        let jvm = Jvm {
+            child,
+            port,
+            _dir: dir,
+        };
+        common::wait_for("the JVM to listen", || {
+            std::net::TcpStream::connect(("127.0.0.1", port)).is_ok()
+        });
+        Some(jvm)
+    }
+}
+
+impl Drop for Jvm {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// Issue: nginx in front of a JVM (`proxy_pass http://127.0.0.1:PORT`) watched nginx
+/// only — the upstream's IPv4-mapped listener was compared with IPv4 ones alone.
+#[test]
+fn a_jvm_upstream_on_an_ipv4_mapped_socket_is_found_from_nginx_config() {
+    let Some(jvm) = Jvm::start(20) else {
+        return;
+    };
+    let ng = Nginx::start(
+        &format!("upstream jvm {{ server 127.0.0.1:{}; keepalive 16; }}", jvm.port),
+        "location / { proxy_pass http://jvm; proxy_http_version 1.1; proxy_set_header Connection \"\"; }",
+    );
+    let run = run_json(&[&ng.url("/"), "-c", "8", "-t", "1", "-d", "2s"]);
+    assert_eq!(run["results"]["non_2xx_3xx"], 0, "{}", run["results"]);
+    let topo = &run["evidence"]["topology"];
+    // The case this guards: the JVM's listener is the mapped one.
+    let mapped = format!("[::ffff:127.0.0.1]:{}", jvm.port);
+    assert!(
+        topo["upstream_listeners"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|l| l["addr"] == mapped.as_str()),
+        "{topo}"
+    );
+    let java = topo["processes"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|p| p["pid"] == jvm.child.id())
+        .unwrap_or_else(|| panic!("the JVM not watched: {topo}"));
+    assert_eq!(java["tier"], "upstream", "{java}");
+    // Its CPU in the window, as the "During the run" block shows it.
+    let busy = run["evidence"]["window"]["processes"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|p| p["pid"] == jvm.child.id())
+        .and_then(|p| p["cpu_pct"].as_f64())
+        .unwrap_or_else(|| panic!("no CPU for the JVM: {}", run["evidence"]["window"]));
+    assert!(busy > 0.0, "{busy}");
+}

@@ -72,11 +72,16 @@ pub fn is_local(ip: IpAddr) -> bool {
     ip.is_loopback() || std::net::TcpListener::bind(SocketAddr::new(ip, 0)).is_ok()
 }
 
+///
+/// Addresses are compared in their canonical form: a socket of the IPv6 family bound to
+/// the IPv4-mapped `[::ffff:127.0.0.1]` (the JVM's default, and any server opening one
+/// dual-stack socket) serves `127.0.0.1`. A wildcard (`0.0.0.0`, `[::]`) serves any.
 fn listener_matches(l: &Listener, target: SocketAddr) -> bool {
     let Ok(a) = l.addr.parse::<SocketAddr>() else {
         return false;
     };
-    a.port() == target.port() && (a.ip() == target.ip() || a.ip().is_unspecified())
+    let (ip, want) = (a.ip().to_canonical(), target.ip().to_canonical());
+    a.port() == target.port() && (ip == want || ip.is_unspecified())
 }
 
 /// Finds the server behind `target`. Runs in the thread that will sample, after it has
@@ -383,4 +388,42 @@ fn summarize(t: &Topology, target: SocketAddr) -> String {
         s.push_str(&format!(" (network namespace of {})", t.netns));
     }
     s
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn listener(addr: &str) -> Listener {
+        Listener {
+            addr: addr.into(),
+            port: addr.rsplit(':').next().unwrap().parse().unwrap(),
+            inode: 0,
+            queue: 0,
+            backlog: 0,
+        }
+    }
+
+    /// How sock_diag shows listeners of each family, against the address a URL or a
+    /// `proxy_pass` names (issue: the JVM's upstream on `[::ffff:127.0.0.1]:8080` was
+    /// not found from `proxy_pass http://127.0.0.1:8080`).
+    #[test]
+    fn listeners_of_either_family() {
+        let v4: SocketAddr = "127.0.0.1:8080".parse().unwrap();
+        let v6: SocketAddr = "[::1]:8080".parse().unwrap();
+        let yes = |l: &str, t: SocketAddr| assert!(listener_matches(&listener(l), t), "{l} {t}");
+        let no = |l: &str, t: SocketAddr| assert!(!listener_matches(&listener(l), t), "{l} {t}");
+        yes("127.0.0.1:8080", v4);
+        yes("[::ffff:127.0.0.1]:8080", v4);
+        yes("0.0.0.0:8080", v4);
+        yes("[::]:8080", v4);
+        yes("[::1]:8080", v6);
+        yes("[::]:8080", v6);
+        no("[::ffff:127.0.0.2]:8080", v4);
+        no("[::ffff:127.0.0.1]:8081", v4);
+        no("127.0.0.1:8080", v6);
+        no("[::1]:8080", v4);
+        // The mapped form named in a URL is the same address.
+        yes("127.0.0.1:8080", "[::ffff:127.0.0.1]:8080".parse().unwrap());
+    }
 }
