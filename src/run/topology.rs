@@ -66,6 +66,10 @@ pub struct Listener {
     pub queue: u32,
     /// The accept queue's limit: min(listen() backlog, somaxconn).
     pub backlog: u32,
+    /// An IPv6 socket with `IPV6_V6ONLY` set: a wildcard `[::]` that serves no IPv4
+    /// client (sock_diag's `INET_DIAG_SKV6ONLY`).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub v6only: bool,
 }
 
 /// The server's configuration as read: `nginx -T`, or Apache's/HAProxy's files.

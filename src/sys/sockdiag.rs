@@ -116,6 +116,11 @@ impl Diag {
                         inode: r.header.inode as u64,
                         queue: r.header.recv_queue,
                         backlog: r.header.send_queue,
+                        // The kernel adds it to every IPv6 socket's answer.
+                        v6only: r
+                            .nlas
+                            .iter()
+                            .any(|n| matches!(n, inet::nlas::Nla::SkV6Only(true))),
                     });
                 }
             })?;
@@ -180,6 +185,7 @@ impl Diag {
                     inode: r.header.inode as u64,
                     queue: 0,
                     backlog: 0,
+                    v6only: false,
                 };
                 for nla in &r.nlas {
                     match nla {

@@ -75,13 +75,19 @@ pub fn is_local(ip: IpAddr) -> bool {
 ///
 /// Addresses are compared in their canonical form: a socket of the IPv6 family bound to
 /// the IPv4-mapped `[::ffff:127.0.0.1]` (the JVM's default, and any server opening one
-/// dual-stack socket) serves `127.0.0.1`. A wildcard (`0.0.0.0`, `[::]`) serves any.
+/// dual-stack socket) serves `127.0.0.1`. A wildcard (`0.0.0.0`, `[::]`) serves any
+/// address of its family, and `[::]` IPv4 ones too unless it is `IPV6_V6ONLY`.
 fn listener_matches(l: &Listener, target: SocketAddr) -> bool {
     let Ok(a) = l.addr.parse::<SocketAddr>() else {
         return false;
     };
     let (ip, want) = (a.ip().to_canonical(), target.ip().to_canonical());
-    a.port() == target.port() && (ip == want || ip.is_unspecified())
+    let wildcard = match (ip, want) {
+        (std::net::IpAddr::V6(_), std::net::IpAddr::V4(_)) => ip.is_unspecified() && !l.v6only,
+        (std::net::IpAddr::V4(_), std::net::IpAddr::V6(_)) => false,
+        _ => ip.is_unspecified(),
+    };
+    a.port() == target.port() && (ip == want || wildcard)
 }
 
 /// Finds the server behind `target`. Runs in the thread that will sample, after it has
@@ -401,6 +407,7 @@ mod tests {
             inode: 0,
             queue: 0,
             backlog: 0,
+            v6only: false,
         }
     }
 
@@ -423,6 +430,14 @@ mod tests {
         no("[::ffff:127.0.0.1]:8081", v4);
         no("127.0.0.1:8080", v6);
         no("[::1]:8080", v4);
+        // A V6ONLY wildcard serves no IPv4 client; an IPv4 wildcard no IPv6 one.
+        let v6only = Listener {
+            v6only: true,
+            ..listener("[::]:8080")
+        };
+        assert!(!listener_matches(&v6only, v4));
+        assert!(listener_matches(&v6only, v6));
+        no("0.0.0.0:8080", v6);
         // The mapped form named in a URL is the same address.
         yes("127.0.0.1:8080", "[::ffff:127.0.0.1]:8080".parse().unwrap());
     }

@@ -446,6 +446,7 @@ mod tests {
                 inode: 1,
                 queue,
                 backlog: 128,
+                v6only: false,
             }],
             sockstat: [("TCP.tw".to_string(), tw)].into_iter().collect(),
             conntrack_count: Some(ct),
