@@ -339,17 +339,8 @@ fn remove_namespace(ns: &str, verbose: bool) {
             .output()
             .map(|o| String::from_utf8_lossy(&o.stdout).to_string())
             .unwrap_or_default();
-        let pids: Vec<i32> = pids
-            .split_whitespace()
-            .filter_map(|p| p.parse().ok())
-            .collect();
-        if pids.is_empty() {
+        if !signal_all(&pids, sig) {
             break;
-        }
-        for p in pids {
-            unsafe {
-                libc::kill(p, sig);
-            }
         }
         std::thread::sleep(Duration::from_millis(300));
     }
@@ -405,22 +396,30 @@ fn cpu_cgroup_root() -> anyhow::Result<(PathBuf, bool)> {
 fn remove_cgroup(dir: &Path) {
     for _ in 0..20 {
         let procs = fs::read_to_string(dir.join("cgroup.procs")).unwrap_or_default();
-        let pids: Vec<i32> = procs
-            .split_whitespace()
-            .filter_map(|p| p.parse().ok())
-            .collect();
-        if pids.is_empty() {
+        if !signal_all(&procs, libc::SIGKILL) {
             break;
-        }
-        for p in pids {
-            unsafe {
-                libc::kill(p, libc::SIGKILL);
-            }
         }
         std::thread::sleep(Duration::from_millis(50));
     }
     // A cgroup's directory is removed with rmdir (its files are not real files).
     let _ = fs::remove_dir(dir);
+}
+
+/// Sends `sig` to every pid in a whitespace-separated list (`ip netns pids`,
+/// `cgroup.procs`); false when the list held none.
+fn signal_all(pids: &str, sig: i32) -> bool {
+    let mut any = false;
+    for p in pids
+        .split_whitespace()
+        .filter_map(|p| p.parse::<i32>().ok())
+    {
+        any = true;
+        // SAFETY: kill(2) takes no memory arguments.
+        unsafe {
+            libc::kill(p, sig);
+        }
+    }
+    any
 }
 
 /// Removes worlds whose owner (the pid in their names) is gone.

@@ -70,6 +70,11 @@ pub fn cgroup_cpu_max() -> Option<String> {
 /// A process's cgroup CPU quota, as the kernel writes it.
 pub fn cpu_max(who: Proc) -> Option<String> {
     let (d, v2) = cgroup_cpu_dir(who)?;
+    cpu_max_in(&d, v2)
+}
+
+/// The CPU quota of the cgroup in directory `d`.
+fn cpu_max_in(d: &str, v2: bool) -> Option<String> {
     if v2 {
         std::fs::read_to_string(format!("{d}/cpu.max"))
             .ok()
@@ -136,6 +141,11 @@ impl CpuStat {
 /// A process's cgroup's `cpu.stat`.
 pub fn cpu_stat(who: Proc) -> Option<CpuStat> {
     let (d, _) = cgroup_cpu_dir(who)?;
+    cpu_stat_in(&d)
+}
+
+/// The `cpu.stat` of the cgroup in directory `d`.
+fn cpu_stat_in(d: &str) -> Option<CpuStat> {
     CpuStat::parse(&std::fs::read_to_string(format!("{d}/cpu.stat")).ok()?)
 }
 
@@ -163,17 +173,18 @@ fn host_path(dir: &str) -> &str {
 pub fn quotas_of(pids: &[i32]) -> Vec<QuotaReading> {
     let mut out: Vec<QuotaReading> = Vec::new();
     for &pid in pids {
-        let Some((dir, _)) = cgroup_cpu_dir(Proc::Pid(pid)) else {
+        // /proc/PID/cgroup is read once per process; the cgroup's files once each.
+        let Some((dir, v2)) = cgroup_cpu_dir(Proc::Pid(pid)) else {
             continue;
         };
         if let Some(q) = out.iter_mut().find(|q| q.dir == host_path(&dir)) {
             q.pids.push(pid);
             continue;
         }
-        let Some(cores) = cpu_max(Proc::Pid(pid)).as_deref().and_then(quota_cores) else {
+        let Some(cores) = cpu_max_in(&dir, v2).as_deref().and_then(quota_cores) else {
             continue;
         };
-        let Some(stat) = cpu_stat(Proc::Pid(pid)) else {
+        let Some(stat) = cpu_stat_in(&dir) else {
             continue;
         };
         out.push(QuotaReading {
