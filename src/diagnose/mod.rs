@@ -106,7 +106,8 @@ fn explained(found: &mut [Finding]) {
         if !cause {
             continue;
         }
-        for f in found.iter_mut().filter(|f| f.id == e.consequence) {
+        let explains = |f: &Finding| f.id == e.consequence && !e.unless.is_some_and(|u| u(f));
+        for f in found.iter_mut().filter(|f| explains(f)) {
             f.kind = Kind::Info;
             f.explanation
                 .push_str(&format!(" Explained by {} (above): {}.", e.cause, e.why));
@@ -504,6 +505,34 @@ mod tests {
         no_proxy.evidence.as_mut().unwrap().window.time_wait_max = 10;
         let found = diagnose(&no_proxy);
         assert_eq!(found[0].id, "event-loop-stall", "{:?}", ids(&found));
+    }
+
+    /// Regression (CI, diagnose_servers: two workers pinned to one CPU on a busy host):
+    /// workers waiting 559 ms/s for the CPU made 20 requests ≥ 50 ms at once, and
+    /// `event-loop-stall` was ranked first with no worker ever seen blocked. A stall
+    /// whose samples caught a worker stopped or in disk wait still stands.
+    #[test]
+    fn waiting_for_a_cpu_explains_a_stall_but_not_a_blocked_worker() {
+        let mut run = fixture("cpu-contention-before");
+        with_stall(&mut run, 400_000);
+        let found = diagnose(&run);
+        assert_eq!(kind_of(&found, "run-queue-delay"), Some(Kind::Bottleneck));
+        let stall = found
+            .iter()
+            .find(|f| f.id == "event-loop-stall")
+            .expect("fires");
+        assert_eq!(stall.kind, Kind::Info, "{:?}", ids(&found));
+        assert!(stall.explanation.contains("Explained by run-queue-delay"));
+        let mut blocked = run.clone();
+        let samples = &mut blocked.evidence.as_mut().unwrap().samples;
+        let worker = samples[1]
+            .processes
+            .iter_mut()
+            .next()
+            .expect("a worker sampled");
+        worker.state = "D".into();
+        let found = diagnose(&blocked);
+        assert_eq!(kind_of(&found, "event-loop-stall"), Some(Kind::Bottleneck));
     }
 
     /// Out of ports, the port search is part of running out: one finding first.

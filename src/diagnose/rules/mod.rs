@@ -163,6 +163,18 @@ pub(super) struct Explains {
     pub consequence: &'static str,
     /// Why the cause produces the consequence's evidence (appended to its explanation).
     pub why: &'static str,
+    /// Evidence of the consequence's own that the cause cannot produce: when it holds,
+    /// the consequence stands beside the cause.
+    pub unless: Option<fn(&Finding) -> bool>,
+}
+
+/// A stall whose samples caught a worker stopped or in disk wait was a worker blocked,
+/// whatever else the machine did meanwhile.
+fn worker_seen_blocked(stall: &Finding) -> bool {
+    stall
+        .evidence
+        .iter()
+        .any(|e| e.name == stalls::SEEN_BLOCKED && e.value > 0.0)
 }
 
 pub(super) const EXPLAINS: &[Explains] = &[
@@ -172,6 +184,7 @@ pub(super) const EXPLAINS: &[Explains] = &[
         cause: "cpu-quota",
         consequence: "run-queue-delay",
         why: "a task stopped by its cgroup's quota waits as if for a CPU, with the machine's CPUs idle",
+        unless: None,
     },
     // The time-wait lab scenario: the proxy's worker busy in connect()'s port search
     // delays every connection it holds at once — the latency spikes of a stall.
@@ -179,6 +192,15 @@ pub(super) const EXPLAINS: &[Explains] = &[
         cause: "time-wait-connect-cost",
         consequence: "event-loop-stall",
         why: "the worker was busy in connect()'s search for a free local port past thousands of TIME_WAIT sockets, and every connection it holds waited meanwhile",
+        unless: Some(worker_seen_blocked),
+    },
+    // Workers waiting for a CPU (pinned together, or beside a busy process) leave every
+    // connection they hold waiting at once: the spikes of a stall, none of them blocked.
+    Explains {
+        cause: "run-queue-delay",
+        consequence: "event-loop-stall",
+        why: "the workers were runnable and waiting for a CPU, and every connection a waiting worker holds waited with it; no sample caught a worker stopped or in disk wait",
+        unless: Some(worker_seen_blocked),
     },
     // Out of ports, connect() first searches the whole range: the search's cost is
     // part of running out.
@@ -186,6 +208,7 @@ pub(super) const EXPLAINS: &[Explains] = &[
         cause: "ephemeral-ports-exhausted",
         consequence: "time-wait-connect-cost",
         why: "with every local port in TIME_WAIT, each connect() searched the whole range before failing",
+        unless: None,
     },
 ];
 

@@ -3,6 +3,10 @@
 use super::{fact, finding, ramp, Ctx};
 use crate::run::{Finding, Kind};
 
+/// The evidence naming how often the samples caught a worker blocked (read by the
+/// table of causes: a blocked worker is a stall whatever else happened).
+pub(super) const SEEN_BLOCKED: &str = "samples with a worker stopped or in disk wait";
+
 /// Latency spikes that hit many connections at once while the server is not overloaded:
 /// the event loop stopped (a blocking call, a stopped process).
 pub(super) fn event_loop_stall(c: &Ctx) -> Option<Finding> {
@@ -80,11 +84,7 @@ pub(super) fn event_loop_stall(c: &Ctx) -> Option<Finding> {
         fact("p50 latency", p50 / 1e3, "ms"),
         fact("max latency", r.latency.max_us as f64 / 1e3, "ms"),
         fact("connections", conns, "connections"),
-        fact(
-            "samples with a worker stopped or in disk wait",
-            stopped as f64,
-            "samples",
-        ),
+        fact(SEEN_BLOCKED, stopped as f64, "samples"),
     ];
     f.explanation = "Many connections were delayed by the same long pause while the median stayed fast: the worker's event loop stopped serving every connection it holds at once — a blocking call (log reopen, disk read), a stopped or throttled process.".into();
     f.fix = "find what blocks the worker (`strace -T -p PID`, `perf trace`, off-CPU profile); buffer logs (`access_log ... buffer=64k flush=1s`), use `aio threads` for disk".into();
