@@ -70,6 +70,7 @@ fn expected(name: &str) -> &'static str {
         "client-bound" => "client-saturated",
         "cpu-quota" => "cpu-quota",
         "few-connections" => "concurrency-bound",
+        "blocking-log" => "worker-blocked",
         "fd-limit" => "fd-limit",
         "worker-connections" => "connection-limit",
         "php-fpm-socket" => "upstream-saturated",
@@ -911,6 +912,42 @@ fn few_connections() {
     assert!(mean_s >= 0.05, "the script sleeps 50 ms: {mean_s}");
     let f = finding(&before, "concurrency-bound").unwrap();
     assert!(f["fix"].as_str().unwrap().contains("-c, now 4"), "{f}");
+    assert_eq!(errors(&before), 0);
+    assert_eq!(errors(&after), 0);
+}
+
+/// The worker blocked writing its access log into a FIFO whose reader lags: the off-CPU
+/// watch names the call, the file and the kernel function, and the fix (a buffered log
+/// in a file) removes the wait.
+#[test]
+fn blocking_log() {
+    let (before, after) = lab("blocking-log", "3s");
+    let f = finding(&before, "worker-blocked").unwrap();
+    let title = f["title"].as_str().unwrap();
+    assert!(
+        title.contains("write() on ") && title.contains("access.fifo"),
+        "{title}"
+    );
+    assert!(title.contains("pipe_write"), "{title}");
+    assert!(f["fix"].as_str().unwrap().contains("buffer=64k"), "{f}");
+    // The waits, one by one, on the watch's clock: the reader's 250 ms period shows as
+    // waits of a large part of it.
+    let stalls = before["evidence"]["offcpu"]["stalls"].as_array().unwrap();
+    let long = stalls
+        .iter()
+        .filter(|s| s["class"] == "pipe" && s["ms"].as_f64().unwrap() >= 100.0)
+        .count();
+    assert!(long >= 5, "{stalls:?}");
+    assert!(
+        pct(&before, 99.0) >= 100_000.0,
+        "p99 {}us",
+        pct(&before, 99.0)
+    );
+    let waits = after["evidence"]["offcpu"]["waits"].as_array().unwrap();
+    assert!(
+        waits.iter().all(|w| w["class"] != "pipe"),
+        "after the fix: {waits:?}"
+    );
     assert_eq!(errors(&before), 0);
     assert_eq!(errors(&after), 0);
 }

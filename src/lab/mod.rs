@@ -8,6 +8,7 @@ pub mod scenario;
 pub mod scenarios;
 pub mod servers;
 pub mod testbed;
+pub mod time_scenarios;
 pub mod world;
 
 use std::fmt::Write as _;

@@ -10,7 +10,7 @@ use crate::run::{Role, Run};
 
 /// Starts the front nginx (`n`, its `listen` set to the server address) inside the
 /// server namespace, ready once the client namespace can connect. Returns its pid.
-fn start_front(w: &mut World, n: Nginx) -> anyhow::Result<i32> {
+pub(super) fn start_front(w: &mut World, n: Nginx) -> anyhow::Result<i32> {
     let (c, s) = (w.client(), w.server());
     start_nginx(
         w,
@@ -518,6 +518,7 @@ pub fn all() -> Vec<Scenario> {
     ]
     .into_iter()
     .chain(super::other_servers::scenarios())
+    .chain(super::time_scenarios::scenarios())
     .collect()
 }
 

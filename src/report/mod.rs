@@ -20,6 +20,7 @@ pub mod profile;
 pub mod repeat;
 pub mod sweep;
 pub mod terminal;
+pub mod time;
 
 use std::io::Write;
 use std::path::PathBuf;

@@ -198,6 +198,7 @@ pub fn render(run: &Run, latency: bool) -> String {
     if let Some(e) = &run.evidence {
         o.push_str(&super::during::render(e));
         o.push_str(&super::profile::render(e));
+        o.push_str(&super::time::render(e));
     }
     // Without the watch only client-side findings can exist; say nothing when none did.
     if run.evidence.is_some() || !run.findings.is_empty() {

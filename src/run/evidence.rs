@@ -6,7 +6,7 @@ use std::collections::BTreeMap;
 
 use serde::{Deserialize, Serialize};
 
-use super::{Profile, Role, ServerKind, ServerLog, Tier, Topology};
+use super::{OffCpu, Profile, Role, ServerKind, ServerLog, Tier, Topology};
 
 /// Everything watched during a run.
 #[derive(Debug, Clone, Default, Serialize, Deserialize, schemars::JsonSchema)]
@@ -27,6 +27,10 @@ pub struct Evidence {
     /// On-CPU stacks of the server processes over the window (`--profile`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub profile: Option<Profile>,
+    /// Off-CPU time of the server threads over the window (with `--profile`): where
+    /// they slept, for how long, and in which calls.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub offcpu: Option<OffCpu>,
     /// Sources that could not be read, and why (the run went on without them).
     pub warnings: Vec<String>,
     /// The sampler thread's own CPU use over the window, percent of one core: the cost

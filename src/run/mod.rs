@@ -18,6 +18,7 @@ mod evidence;
 mod finding;
 mod load;
 mod logs;
+mod offcpu;
 mod profile;
 mod repeat;
 mod segment;
@@ -43,6 +44,7 @@ pub use load::{
     Percentile, Phases, Second, Spread, LOAD_METRICS, PERCENTILES,
 };
 pub use logs::{LogClass, ServerLog};
+pub use offcpu::{OffClass, OffCpu, OffProcess, OffStall, OffWait, STALL_MS};
 pub use profile::{split_frame, Profile, Stack, Top, TopFunction, KERNEL_SUFFIX};
 pub use repeat::Repetition;
 pub use segment::{Merged, Segment, SegmentPart};

@@ -20,6 +20,7 @@ pub mod discover;
 mod host;
 pub mod logs;
 pub mod nginx;
+pub mod offcpu;
 pub mod profile;
 mod rates;
 mod sampler;

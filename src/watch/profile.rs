@@ -40,7 +40,7 @@ const PERF_CONTEXT_USER: u64 = -512i64 as u64;
 const PERF_CONTEXT_MAX: u64 = -4095i64 as u64;
 
 /// Raw stacks as the kernel gave them: (pid, callchain leaf first) → samples.
-type Raw = HashMap<(i32, Vec<u64>), u64>;
+pub(super) type Raw = HashMap<(i32, Vec<u64>), u64>;
 
 /// A running profiler.
 pub struct Profiler {
@@ -120,18 +120,18 @@ impl Profiler {
     }
 }
 
-fn permission(e: &std::io::Error) -> bool {
+pub(super) fn permission(e: &std::io::Error) -> bool {
     matches!(e.raw_os_error(), Some(libc::EACCES) | Some(libc::EPERM))
 }
 
-fn paranoid() -> String {
+pub(super) fn paranoid() -> String {
     std::fs::read_to_string("/proc/sys/kernel/perf_event_paranoid")
         .map(|s| s.trim().to_string())
         .unwrap_or_else(|_| "?".into())
 }
 
 /// (pid, tid) of every thread of `pids`.
-fn threads(pids: &[i32]) -> Vec<(i32, i32)> {
+pub(super) fn threads(pids: &[i32]) -> Vec<(i32, i32)> {
     let mut out = Vec::new();
     for &pid in pids {
         let tids: Vec<i32> = std::fs::read_dir(format!("/proc/{pid}/task"))
@@ -190,20 +190,20 @@ fn drain(mut samplers: Vec<(i32, Sampler)>, stop: &AtomicBool) -> (Raw, u64) {
 }
 
 /// Frame names, interned.
-struct Names {
+pub(super) struct Names {
     index: HashMap<String, u32>,
     names: Vec<String>,
 }
 
 impl Names {
-    fn new() -> Names {
+    pub(super) fn new() -> Names {
         Names {
             index: HashMap::new(),
             names: Vec::new(),
         }
     }
 
-    fn id(&mut self, name: &str) -> u32 {
+    pub(super) fn id(&mut self, name: &str) -> u32 {
         if let Some(&i) = self.index.get(name) {
             return i;
         }
@@ -214,18 +214,22 @@ impl Names {
     }
 }
 
-/// Symbolizes the raw callchains and folds them: root first, kernel frames suffixed.
-fn fold(raw: &Raw, names: &mut Names) -> Profile {
+/// Each callchain's frame names, root first, kernel frames suffixed `_[k]`; user frames
+/// outside every mapped file are dropped (a bogus caller from a frame-pointer walk)
+/// unless the leaf itself.
+pub(super) fn symbolize<'a>(
+    chains: impl Iterator<Item = (i32, &'a [u64])> + Clone,
+) -> HashMap<(i32, Vec<u64>), Vec<String>> {
     let symbolizer = Symbolizer::new();
     // Kernel addresses, all processes together.
     let mut kaddrs: Vec<u64> = Vec::new();
     let mut uaddrs: BTreeMap<i32, Vec<u64>> = BTreeMap::new();
-    for ((pid, chain), _) in raw.iter() {
+    for (pid, chain) in chains.clone() {
         for (addr, kernel) in frames(chain) {
             if kernel {
                 kaddrs.push(addr);
             } else {
-                uaddrs.entry(*pid).or_default().push(addr);
+                uaddrs.entry(pid).or_default().push(addr);
             }
         }
     }
@@ -238,11 +242,9 @@ fn fold(raw: &Raw, names: &mut Names) -> Profile {
         addrs.dedup();
         user_names.insert(*pid, symbolize_user(&symbolizer, *pid, addrs));
     }
-    let mut stacks: BTreeMap<(i32, Vec<u32>), u64> = BTreeMap::new();
-    let mut samples = 0;
-    for ((pid, chain), &count) in raw.iter() {
-        samples += count;
-        let mut ids = Vec::new();
+    let mut out = HashMap::new();
+    for (pid, chain) in chains {
+        let mut names = Vec::new();
         for (i, (addr, kernel)) in frames(chain).enumerate() {
             let name = if kernel {
                 Some(format!(
@@ -253,19 +255,32 @@ fn fold(raw: &Raw, names: &mut Names) -> Profile {
                         .unwrap_or("[kernel]")
                 ))
             } else {
-                match user_names.get(pid).and_then(|m| m.get(&addr)) {
+                match user_names.get(&pid).and_then(|m| m.get(&addr)) {
                     Some(Some(n)) => Some(n.clone()),
-                    // Outside every mapped file: a bogus caller from a frame-pointer
-                    // walk, unless it is the leaf itself.
                     _ if i == 0 => Some("[unknown]".to_string()),
                     _ => None,
                 }
             };
-            if let Some(n) = name {
-                ids.push(names.id(&n));
-            }
+            names.extend(name);
         }
-        ids.reverse();
+        names.reverse();
+        out.insert((pid, chain.to_vec()), names);
+    }
+    out
+}
+
+/// Symbolizes the raw callchains and folds them: root first, kernel frames suffixed.
+/// `count` is whatever the raw map counts (samples, or microseconds off CPU).
+pub(super) fn fold(raw: &Raw, names: &mut Names) -> Profile {
+    let named = symbolize(raw.keys().map(|(pid, chain)| (*pid, chain.as_slice())));
+    let mut stacks: BTreeMap<(i32, Vec<u32>), u64> = BTreeMap::new();
+    let mut samples = 0;
+    for ((pid, chain), &count) in raw.iter() {
+        samples += count;
+        let ids = named[&(*pid, chain.clone())]
+            .iter()
+            .map(|n| names.id(n))
+            .collect();
         *stacks.entry((*pid, ids)).or_default() += count;
     }
     let mut stacks: Vec<Stack> = stacks

@@ -12,7 +12,7 @@ use crate::sys::thread_cpu::ThreadCpuSample;
 
 use super::host::link_speeds;
 use super::snapshot::{all_cpu_ticks, qdiscs, ProcSnap, Reader, Snapshot};
-use super::{discover, logs, profile, WatchSpec, MAX_SAMPLES};
+use super::{discover, logs, offcpu, profile, WatchSpec, MAX_SAMPLES};
 use crate::sys::cgroup::quotas_of;
 
 /// The sampler thread: set-up, then a sample every interval until told to stop.
@@ -104,6 +104,13 @@ pub(super) fn sampler(
         reader.warnings.extend(p.note.clone());
         Some(p)
     });
+    // Where the server's threads slept, wherever the CPU is profiled.
+    let offcpu = spec.profile_hz.and_then(|_| {
+        let pids: Vec<i32> = topology.processes.iter().map(|p| p.pid).collect();
+        offcpu::OffCpuWatch::start(&pids)
+            .map_err(|e| reader.warnings.push(e))
+            .ok()
+    });
     let server_pids: Vec<i32> = topology.processes.iter().map(|p| p.pid).collect();
     let mut before = reader.snapshot();
     before.qdiscs = qdiscs();
@@ -118,6 +125,8 @@ pub(super) fn sampler(
     let cpu_at_start = ThreadCpuSample::now();
     let _ = ready.send(());
     let start = before.at.unwrap_or_else(Instant::now);
+    // The watch's start on the clock the kernel stamps context switches with.
+    let origin_ns = offcpu::monotonic_ns().saturating_sub(start.elapsed().as_nanos() as u64);
     let mut samples = Vec::new();
     let mut snaps = vec![before.clone()];
     let mut prev = before.clone();
@@ -173,6 +182,7 @@ pub(super) fn sampler(
         p.top = busiest_front_worker(&p, &topology).map(|pid| p.top_of(pid, 15));
         p
     });
+    let offcpu = offcpu.map(|w| w.finish(origin_ns));
     let window = reader.window(&before, &after, &samples, &snaps);
     let logs: Vec<_> = tails.iter().map(logs::Tail::finish).collect();
     let sampler_cpu_pct = ThreadCpuSample::now()
@@ -187,6 +197,7 @@ pub(super) fn sampler(
         window,
         logs,
         profile,
+        offcpu,
         warnings: reader.warnings,
     }
 }

@@ -86,6 +86,10 @@ pub(super) const ALL: &[Rule] = &[
         check: cpu::run_queue_delay,
     },
     Rule {
+        id: "worker-blocked",
+        check: stalls::worker_blocked,
+    },
+    Rule {
         id: "event-loop-stall",
         check: stalls::event_loop_stall,
     },
@@ -171,10 +175,9 @@ pub(super) struct Explains {
 /// A stall whose samples caught a worker stopped or in disk wait was a worker blocked,
 /// whatever else the machine did meanwhile.
 fn worker_seen_blocked(stall: &Finding) -> bool {
-    stall
-        .evidence
-        .iter()
-        .any(|e| e.name == stalls::SEEN_BLOCKED && e.value > 0.0)
+    stall.evidence.iter().any(|e| {
+        (e.name == stalls::SEEN_BLOCKED || e.name == stalls::BLOCKED_STALLS) && e.value > 0.0
+    })
 }
 
 pub(super) const EXPLAINS: &[Explains] = &[
@@ -201,6 +204,14 @@ pub(super) const EXPLAINS: &[Explains] = &[
         consequence: "event-loop-stall",
         why: "the workers were runnable and waiting for a CPU, and every connection a waiting worker holds waited with it; no sample caught a worker stopped or in disk wait",
         unless: Some(worker_seen_blocked),
+    },
+    // A worker blocked in a call for a share of its time stalls its connections each
+    // time: the spikes are the blocking, named with its call and file.
+    Explains {
+        cause: "worker-blocked",
+        consequence: "event-loop-stall",
+        why: "the worker blocked in the call named above, and every connection it holds waited meanwhile",
+        unless: None,
     },
     // Out of ports, connect() first searches the whole range: the search's cost is
     // part of running out.

@@ -1,7 +1,101 @@
-//! Event-loop stalls: a worker that stopped serving for a moment.
+//! Event-loop stalls: a worker that stopped serving for a moment; workers blocked in a
+//! call (a log write to a slow pipe, a disk read, a lock) for a share of their time.
 
 use super::{fact, finding, ramp, Ctx};
-use crate::run::{Finding, Kind};
+use crate::run::{Finding, Kind, OffClass, OffWait, ServerKind};
+
+/// Share of the front workers' time blocked (off CPU for a reason other than waiting
+/// for work or for a CPU) from which it is a bottleneck: a worker of an event-driven
+/// server that blocks stops serving every connection it holds. A healthy nginx worker
+/// blocks ~0% (its sockets and, from the page cache, its files never block).
+const BLOCKED_SHARE: f64 = 0.10;
+
+/// The evidence naming how many long waits (≥ 10 ms) of the workers the off-CPU watch
+/// saw blocked, not waiting for a CPU.
+pub(super) const BLOCKED_STALLS: &str = "worker stalls ≥ 10 ms blocked in a call (off-CPU)";
+
+/// Front workers blocked in a call for a share of their time: what they blocked in
+/// (the call, the file, the kernel function), how often and how long, and the fix that
+/// follows from it.
+pub(super) fn worker_blocked(c: &Ctx) -> Option<Finding> {
+    let off = c.offcpu()?;
+    let pids = c.front_pids();
+    if pids.is_empty() || off.duration_s <= 0.0 {
+        return None;
+    }
+    let classes = [
+        OffClass::Disk,
+        OffClass::Pipe,
+        OffClass::Socket,
+        OffClass::Lock,
+        OffClass::Other,
+    ];
+    let blocked_ms: f64 = classes.iter().map(|&k| off.ms_of(&pids, k)).sum();
+    let share = blocked_ms / (pids.len() as f64 * off.duration_s * 1e3);
+    if share < BLOCKED_SHARE {
+        return None;
+    }
+    let top = off.blocking_waits(&pids).next()?;
+    let long = off
+        .stalls
+        .iter()
+        .filter(|s| pids.contains(&s.pid) && s.class == top.class)
+        .count();
+    let what = top.describe();
+    let mut f = finding(
+        "worker-blocked",
+        Kind::Bottleneck,
+        ramp(share, BLOCKED_SHARE, 0.5),
+        format!(
+            "server workers blocked {:.0}% of the time: {what}",
+            share * 100.0
+        ),
+    );
+    f.evidence = vec![
+        fact("workers' time blocked in calls", share * 100.0, "%"),
+        fact("time in the top call", top.total_ms, "ms"),
+        fact("times it blocked", top.count as f64, "calls"),
+        fact("longest", top.max_ms, "ms"),
+        fact("of them ≥ 10 ms", long as f64, "waits"),
+    ];
+    f.explanation = format!(
+        "The workers left their CPU while they had work: {what}, {} times for {:.0} ms in all, the longest {:.0} ms. A worker of an event-driven server serves all its connections from one thread: while it waits in a call, every connection it holds waits too. (From the kernel's context switches of the server's threads: each interval off CPU with the stack it left from.)",
+        top.count, top.total_ms, top.max_ms
+    );
+    f.fix = fix_for(c, top);
+    Some(f)
+}
+
+/// The fix for what blocked, in the server's words where the call and file say which
+/// directive is at stake.
+fn fix_for(c: &Ctx, w: &OffWait) -> String {
+    let file = w.file.as_deref().unwrap_or("");
+    let writes = w
+        .syscall
+        .as_deref()
+        .is_some_and(|s| s.starts_with("write") || s.starts_with("pwrite"));
+    let nginx = c.front_kind() == ServerKind::Nginx;
+    let log = c
+        .directive("access_log")
+        .iter()
+        .chain(c.directive("error_log"))
+        .find(|v| !file.is_empty() && v.split_whitespace().next() == Some(file));
+    match (w.class, writes) {
+        (Some(OffClass::Pipe), true) if nginx && log.is_some() => format!(
+            "the reader of {file} does not keep up, and nginx writes its log in the worker: log to a file (`access_log /var/log/nginx/access.log combined buffer=64k flush=1s;`) or to syslog over UDP (`access_log syslog:server=127.0.0.1:514;`), which never blocks the worker (now `access_log {}`)",
+            log.map(String::as_str).unwrap_or("")
+        ),
+        (Some(OffClass::Pipe), true) => format!(
+            "the reader of {file} does not keep up: write to a file or a datagram socket instead of a pipe, or make the reader faster"
+        ),
+        (Some(OffClass::Disk), true) if nginx => format!(
+            "buffer the log so the worker writes rarely and in large pieces (`access_log {file} combined buffer=64k flush=1s;`), or put {file} on a faster device"
+        ),
+        (Some(OffClass::Disk), false) if nginx => "read files off the worker: `aio threads;` (with `directio 4m;` for large files), and `open_file_cache max=10000;` for opens".to_string(),
+        (Some(OffClass::Lock), _) => "a lock held by another thread or process: find the holder (`perf lock contention`, the off-CPU stacks of the others)".to_string(),
+        _ => "find what blocks the worker (the off-CPU stacks above; `strace -T -p PID`) and move it off the event loop".to_string(),
+    }
+}
 
 /// The evidence naming how often the samples caught a worker blocked (read by the
 /// table of causes: a blocked worker is a stall whatever else happened).
@@ -86,8 +180,27 @@ pub(super) fn event_loop_stall(c: &Ctx) -> Option<Finding> {
         fact("connections", conns, "connections"),
         fact(SEEN_BLOCKED, stopped as f64, "samples"),
     ];
+    // What the off-CPU watch saw the workers block in, when it watched.
+    if let Some(off) = c.offcpu() {
+        let pids = c.front_pids();
+        let blocked = off
+            .stalls
+            .iter()
+            .filter(|s| {
+                pids.contains(&s.pid)
+                    && s.class
+                        .is_some_and(|k| k.blocks() && k != OffClass::Runnable)
+            })
+            .count();
+        f.evidence
+            .push(fact(BLOCKED_STALLS, blocked as f64, "waits"));
+        let top = off.blocking_waits(&pids).next().map(OffWait::describe);
+        if let Some(top) = top.filter(|_| blocked > 0) {
+            f.title.push_str(&format!("; the worker blocked in {top}"));
+        }
+    }
     f.explanation = "Many connections were delayed by the same long pause while the median stayed fast: the worker's event loop stopped serving every connection it holds at once — a blocking call (log reopen, disk read), a stopped or throttled process.".into();
-    f.fix = "find what blocks the worker (`strace -T -p PID`, `perf trace`, off-CPU profile); buffer logs (`access_log ... buffer=64k flush=1s`), use `aio threads` for disk".into();
+    f.fix = "find what blocks the worker (`strace -T -p PID`, `perf trace`, off-CPU profile); buffer logs (`access_log FILE combined buffer=64k flush=1s`), use `aio threads` for disk".into();
     Some(f)
 }
 
