@@ -53,6 +53,10 @@ pub struct LabRunArgs {
     /// flame graphs are saved there as <scenario>-before.svg and -after.svg).
     #[arg(long)]
     no_profile: bool,
+    /// Do not watch where the server's threads slept (the off-CPU watch, on whenever
+    /// the server is profiled).
+    #[arg(long)]
+    no_offcpu: bool,
 }
 
 pub fn cmd(c: LabCommand) -> anyhow::Result<ExitCode> {
@@ -69,6 +73,7 @@ pub fn cmd(c: LabCommand) -> anyhow::Result<ExitCode> {
                 json_dir: a.json_dir,
                 show_runs: !a.quiet,
                 profile: !a.no_profile,
+                offcpu: !a.no_offcpu,
             };
             let sc = lab::find(&a.name)?;
             if let Some(dir) = &opts.json_dir {

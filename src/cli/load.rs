@@ -73,6 +73,11 @@ pub struct LoadFlags {
     /// Samples per second per server thread for --profile.
     #[arg(long, value_parser = clap::value_parser!(u64).range(1..=10000), default_value = "99", value_name = "HZ")]
     pub profile_hz: u64,
+    /// With --profile, do not watch where the server's threads slept (off-CPU: every
+    /// context switch of the server's threads with its stacks, shown as "Where the
+    /// server's time went").
+    #[arg(long)]
+    pub no_offcpu: bool,
 }
 
 /// The shape of one load, as the command asked for it.
@@ -173,6 +178,7 @@ impl LoadFlags {
                 names: self.server_names.clone(),
             },
             profile_hz: self.profile.then_some(self.profile_hz),
+            offcpu: self.profile && !self.no_offcpu,
         })
     }
 }

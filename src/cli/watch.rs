@@ -64,6 +64,7 @@ pub fn cmd(a: WatchArgs) -> anyhow::Result<ExitCode> {
             names: a.server_names,
         },
         profile_hz: a.profile_hz,
+        offcpu: a.profile_hz.is_some(),
     });
     // Until the caller closes our standard input (the load is over), bounded.
     let (tx, rx) = mpsc::channel();

@@ -39,6 +39,8 @@ pub struct LabOptions {
     /// Profile the server (on by default; `--no-profile`); with `json_dir` the flame
     /// graphs go there too, `<scenario>-before.svg`.
     pub profile: bool,
+    /// With `profile`, watch where the server's threads slept too (`--no-offcpu`).
+    pub offcpu: bool,
 }
 
 /// What a lab run produced.
@@ -111,6 +113,9 @@ fn run_once(
                 cmd.arg("--profile");
             }
         }
+    }
+    if opts.profile && !opts.offcpu {
+        cmd.arg("--no-offcpu");
     }
     if !opts.show_runs {
         cmd.arg("-q");

@@ -6,7 +6,7 @@ use std::path::Path;
 
 use anyhow::Context;
 
-use crate::run::{Run, Tier};
+use crate::run::{Evidence, Profile, Run, Tier};
 
 /// The SVG of `run`'s profile. Err when the Run holds no profile or no samples.
 pub fn svg(run: &Run) -> anyhow::Result<Vec<u8>> {
@@ -18,6 +18,37 @@ pub fn svg(run: &Run) -> anyhow::Result<Vec<u8>> {
 /// to read in a picture), which bounds its size whatever the number of distinct stacks.
 pub fn inline_svg(run: &Run) -> anyhow::Result<Vec<u8>> {
     draw(run, true)
+}
+
+/// The off-CPU flame graph as an image inside the HTML report: the stacks the server's
+/// threads blocked in, each as wide as the time it spent there.
+pub fn offcpu_inline_svg(run: &Run) -> anyhow::Result<Vec<u8>> {
+    let ev = run
+        .evidence
+        .as_ref()
+        .context("the Run has no evidence (--no-watch)")?;
+    let off = ev.offcpu.as_ref().context("the Run has no off-CPU watch")?;
+    if off.profile.samples == 0 {
+        anyhow::bail!("the server's threads never blocked");
+    }
+    let opts = Drawing {
+        title: format!("Where the server's threads blocked: {}", run.spec.url),
+        subtitle: format!(
+            "microseconds off CPU, blocked in a call, over {:.1} s",
+            off.duration_s
+        ),
+        count_name: "µs",
+        inline: true,
+    };
+    draw_profile(ev, &off.profile, opts)
+}
+
+/// How to draw a profile.
+struct Drawing {
+    title: String,
+    subtitle: String,
+    count_name: &'static str,
+    inline: bool,
 }
 
 fn draw(run: &Run, inline: bool) -> anyhow::Result<Vec<u8>> {
@@ -32,6 +63,22 @@ fn draw(run: &Run, inline: bool) -> anyhow::Result<Vec<u8>> {
     if p.samples == 0 {
         anyhow::bail!("the profile holds no samples: the server did not run on a CPU");
     }
+    let opts = Drawing {
+        title: format!("Where the server's CPU went: {}", run.spec.url),
+        subtitle: format!(
+            "{} samples at {} Hz per thread over {:.1} s{}",
+            p.samples,
+            p.frequency_hz,
+            ev.window.duration_s,
+            if p.kernel { "" } else { " (user frames only)" }
+        ),
+        count_name: "samples",
+        inline,
+    };
+    draw_profile(ev, p, opts)
+}
+
+fn draw_profile(ev: &Evidence, p: &Profile, d: Drawing) -> anyhow::Result<Vec<u8>> {
     let label = |pid: i32| {
         ev.topology
             .processes
@@ -52,18 +99,12 @@ fn draw(run: &Run, inline: bool) -> anyhow::Result<Vec<u8>> {
     };
     let lines = p.folded(label);
     let mut opts = inferno::flamegraph::Options::default();
-    opts.title = format!("Where the server's CPU went: {}", run.spec.url);
-    opts.subtitle = Some(format!(
-        "{} samples at {} Hz per thread over {:.1} s{}",
-        p.samples,
-        p.frequency_hz,
-        ev.window.duration_s,
-        if p.kernel { "" } else { " (user frames only)" }
-    ));
-    opts.count_name = "samples".into();
+    opts.title = d.title;
+    opts.subtitle = Some(d.subtitle);
+    opts.count_name = d.count_name.into();
     // The same Run draws the same picture (frame colours hashed from names, not random).
     opts.deterministic = true;
-    if inline {
+    if d.inline {
         opts.no_javascript = true;
         opts.min_width = 2.0;
     }

@@ -10,6 +10,7 @@ use std::fmt::Write;
 mod compare;
 mod machine;
 mod sweep;
+mod time;
 
 use super::chart::{esc, lines, Series, XAxis};
 use super::View;
@@ -129,6 +130,7 @@ pub fn page(run: &Run) -> String {
     machine::tcp_counters(&mut o, run);
     server_config(&mut o, run);
     profile(&mut o, run);
+    time::time(&mut o, run);
     let _ = writeln!(
         o,
         "<h2>The terminal report</h2><pre>{}</pre>{SCRIPT}</body></html>",

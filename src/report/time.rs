@@ -10,37 +10,22 @@ use crate::run::{Evidence, OffClass, Role, STALL_MS};
 const ROWS: usize = 8;
 const CALLS: usize = 5;
 
-/// The block, or nothing when the Run holds no off-CPU watch.
-pub fn render(e: &Evidence) -> String {
-    let mut o = String::new();
+/// The shares of each process's time, in the order of [`rows`]' arrays.
+pub const COLUMNS: [&str; 5] = ["on CPU", "CPU wait", "blocked", "for work", "sleep"];
+
+/// Per watched process (masters left out), its name and the shares of its time, percent
+/// of its threads × the window: on a CPU, waiting for one, blocked in calls, waiting for
+/// work, sleeping. Most blocked first. Empty without an off-CPU watch.
+pub fn rows(e: &Evidence) -> Vec<(String, [f64; 5])> {
     let Some(off) = &e.offcpu else {
-        return o;
+        return Vec::new();
     };
     let span_ms = off.duration_s * 1e3;
-    if span_ms <= 0.0 {
-        return o;
-    }
-    let _ = writeln!(
-        o,
-        "Where the server's time went ({} threads over {:.1} s, from their context switches{}):",
-        off.threads,
-        off.duration_s,
-        if off.lost > 0 {
-            format!("; {} switches lost", off.lost)
-        } else {
-            String::new()
-        }
-    );
-    let _ = writeln!(
-        o,
-        "  {:<24} {:>7} {:>9} {:>8} {:>9} {:>7}",
-        "process", "on CPU", "CPU wait", "blocked", "for work", "sleep"
-    );
     let mut rows: Vec<(String, [f64; 5])> = e
         .window
         .processes
         .iter()
-        .filter(|p| p.role != Role::Master)
+        .filter(|p| p.role != Role::Master && span_ms > 0.0)
         .filter_map(|p| {
             let o = off.processes.iter().find(|o| o.pid == p.pid)?;
             let whole = span_ms * p.threads.max(1) as f64;
@@ -62,7 +47,37 @@ pub fn render(e: &Evidence) -> String {
         })
         .collect();
     rows.sort_by(|a, b| b.1[2].total_cmp(&a.1[2]).then(b.1[0].total_cmp(&a.1[0])));
-    for (who, s) in rows.iter().take(ROWS) {
+    rows
+}
+
+/// The block, or nothing when the Run holds no off-CPU watch.
+pub fn render(e: &Evidence) -> String {
+    let mut o = String::new();
+    let Some(off) = &e.offcpu else {
+        return o;
+    };
+    let span_ms = off.duration_s * 1e3;
+    if span_ms <= 0.0 {
+        return o;
+    }
+    let _ = writeln!(
+        o,
+        "Where the server's time went ({} threads over {:.1} s, from their context switches; reading them took {:.1}% of a core{}):",
+        off.threads,
+        off.duration_s,
+        off.watch_cpu_pct,
+        if off.lost > 0 {
+            format!("; {} switches lost", off.lost)
+        } else {
+            String::new()
+        }
+    );
+    let _ = writeln!(
+        o,
+        "  {:<24} {:>7} {:>9} {:>8} {:>9} {:>7}",
+        "process", COLUMNS[0], COLUMNS[1], COLUMNS[2], COLUMNS[3], COLUMNS[4]
+    );
+    for (who, s) in rows(e).iter().take(ROWS) {
         let _ = writeln!(
             o,
             "  {:<24} {:>6.1}% {:>8.1}% {:>7.1}% {:>8.1}% {:>6.1}%",

@@ -97,10 +97,15 @@ pub struct OffCpu {
     /// Context switches the kernel could not record (ring buffer full): their time is
     /// missing.
     pub lost: u64,
+    /// CPU loadlens's own off-CPU thread used reading the switches, percent of one
+    /// core (its cost on the machine).
+    #[serde(default)]
+    pub watch_cpu_pct: f64,
     /// Per process: off-CPU milliseconds by class.
     pub processes: Vec<OffProcess>,
     /// Off-CPU stacks weighted by microseconds (frames root first; the stacks' `count`
-    /// is microseconds off CPU, not samples). Waiting for work is left out.
+    /// is microseconds off CPU, not samples). Waiting for work and for a CPU are left
+    /// out.
     pub profile: Profile,
     /// What blocked, per process, call and file: most time first.
     pub waits: Vec<OffWait>,

@@ -46,6 +46,9 @@ pub struct WatchSpec {
     pub hints: Hints,
     /// Profile the server processes at this many samples per second (`--profile`).
     pub profile_hz: Option<u64>,
+    /// Watch the server threads' context switches: where they slept (`--no-offcpu`
+    /// turns it off).
+    pub offcpu: bool,
 }
 
 /// A running watch: the sampler thread and what it needs to finish.

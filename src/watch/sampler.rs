@@ -105,7 +105,7 @@ pub(super) fn sampler(
         Some(p)
     });
     // Where the server's threads slept, wherever the CPU is profiled.
-    let offcpu = spec.profile_hz.and_then(|_| {
+    let offcpu = spec.offcpu.then_some(()).and_then(|()| {
         let pids: Vec<i32> = topology.processes.iter().map(|p| p.pid).collect();
         offcpu::OffCpuWatch::start(&pids)
             .map_err(|e| reader.warnings.push(e))

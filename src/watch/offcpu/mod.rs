@@ -9,6 +9,7 @@
 //! CAP_PERFMON, or `kernel.perf_event_paranoid` ≤ 1).
 
 use std::collections::{BTreeMap, HashMap};
+use std::hash::{Hash, Hasher};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::thread::JoinHandle;
@@ -22,6 +23,7 @@ mod classify;
 
 use super::profile::{fold, paranoid, permission, symbolize, threads, Names, Raw};
 use crate::run::{OffClass, OffCpu, OffProcess, OffStall, OffWait, Profile, STALL_MS};
+use crate::sys::thread_cpu::ThreadCpuSample;
 use classify::{why, Why};
 
 /// A switch-heavy worker makes ~20k switches/s with ~0.5 KiB each: 20 ms of them fit.
@@ -51,7 +53,6 @@ const ARG0_REG: u64 = 0;
 
 /// One way of leaving the CPU: the stack, whether preempted, and the file behind the
 /// first argument.
-#[derive(Clone, PartialEq, Eq, Hash)]
 struct Key {
     pid: i32,
     chain: Vec<u64>,
@@ -72,18 +73,27 @@ type RawStall = (usize, i32, u64, u64);
 #[derive(Default)]
 struct Gathered {
     keys: Vec<Key>,
-    index: HashMap<Key, usize>,
+    /// A hash of each key → its index (a key is built only the first time it is seen:
+    /// the drain allocates nothing per switch).
+    index: HashMap<u64, usize>,
     tally: Vec<Tally>,
     stalls: Vec<RawStall>,
     lost: u64,
+    /// CPU the drain thread used, percent of one core.
+    cpu_pct: f64,
 }
 
-/// A thread between its switch out and its switch back in.
+/// A thread between its switch out and its switch back in (one per thread, reused).
+#[derive(Default)]
 struct Away {
+    /// Out and not yet back in.
+    out: bool,
     at_ns: u64,
     chain: Vec<u64>,
-    /// The file behind the first argument, read when the switch was drained (the
-    /// thread is usually still waiting on it).
+    /// The first argument of the call it left in, when it may be a descriptor.
+    fd: Option<u64>,
+    /// The file behind `fd`, read when the switch was drained (the thread is usually
+    /// still waiting on it); only for a thread that went to sleep.
     file: Option<String>,
     preempted: bool,
 }
@@ -186,6 +196,8 @@ fn open(tid: i32) -> std::io::Result<Sampler> {
 /// told to stop, then once more.
 fn drain(mut samplers: Vec<(i32, i32, Sampler)>, stop: &AtomicBool) -> Gathered {
     let mut g = Gathered::default();
+    let cpu_at_start = ThreadCpuSample::now();
+    let started = std::time::Instant::now();
     let mut away: HashMap<i32, Away> = HashMap::new();
     let mut files: HashMap<(i32, u64), Option<String>> = HashMap::new();
     loop {
@@ -201,47 +213,45 @@ fn drain(mut samplers: Vec<(i32, i32, Sampler)>, stop: &AtomicBool) -> Gathered 
                     let Some(at_ns) = switch_time(&rec.to_contiguous()) else {
                         continue;
                     };
+                    let a = away.entry(*tid).or_default();
                     if rec.misc() & MISC_SWITCH_OUT != 0 {
-                        let a = away.entry(*tid).or_insert(Away {
-                            at_ns,
-                            chain: Vec::new(),
-                            file: None,
-                            preempted: false,
-                        });
+                        if !a.out {
+                            // No sample before it (lost): the time without a stack.
+                            a.out = true;
+                            a.at_ns = at_ns;
+                            a.chain.clear();
+                            a.fd = None;
+                        }
                         a.preempted = rec.misc() & MISC_SWITCH_OUT_PREEMPT != 0;
-                    } else if let Some(a) = away.remove(tid) {
-                        let key = Key {
-                            pid: *pid,
-                            chain: a.chain,
-                            preempted: a.preempted,
-                            file: a.file,
-                        };
-                        g.add(key, *tid, a.at_ns, at_ns.saturating_sub(a.at_ns));
+                        a.file = None;
+                        if a.preempted {
+                            // Waiting for a CPU whatever it ran: one key per process.
+                            a.chain.clear();
+                        } else if let Some(fd) = a.fd {
+                            a.file = files
+                                .entry((*pid, fd))
+                                .or_insert_with(|| fd_path(*pid, fd))
+                                .clone();
+                        }
+                    } else if a.out {
+                        a.out = false;
+                        g.add(*pid, *tid, a, at_ns);
                     }
                     continue;
                 }
                 match rec.parse_record() {
                     Ok(Record::Sample(sample)) => {
-                        let at_ns = sample.time().unwrap_or(0);
-                        let file = sample
+                        let a = away.entry(*tid).or_default();
+                        a.out = true;
+                        a.at_ns = sample.time().unwrap_or(0);
+                        a.chain.clear();
+                        a.chain
+                            .extend_from_slice(sample.callchain().unwrap_or_default());
+                        a.fd = sample
                             .regs_user()
                             .and_then(|r| r.regs.first().copied())
-                            .filter(|&fd| fd < 1 << 20)
-                            .and_then(|fd| {
-                                files
-                                    .entry((*pid, fd))
-                                    .or_insert_with(|| fd_path(*pid, fd))
-                                    .clone()
-                            });
-                        away.insert(
-                            *tid,
-                            Away {
-                                at_ns,
-                                chain: sample.callchain().unwrap_or_default().to_vec(),
-                                file,
-                                preempted: false,
-                            },
-                        );
+                            .filter(|&fd| fd < 1 << 20);
+                        a.preempted = false;
                     }
                     Ok(Record::Lost(l)) => g.lost += l.lost,
                     _ => {}
@@ -249,6 +259,9 @@ fn drain(mut samplers: Vec<(i32, i32, Sampler)>, stop: &AtomicBool) -> Gathered 
             }
         }
         if last {
+            g.cpu_pct = ThreadCpuSample::now()
+                .since(&cpu_at_start, started.elapsed())
+                .busy_pct;
             return g;
         }
         std::thread::sleep(DRAIN_EVERY);
@@ -256,16 +269,21 @@ fn drain(mut samplers: Vec<(i32, i32, Sampler)>, stop: &AtomicBool) -> Gathered 
 }
 
 impl Gathered {
-    fn add(&mut self, key: Key, tid: i32, at_ns: u64, ns: u64) {
-        let i = match self.index.get(&key) {
-            Some(&i) => i,
-            None => {
-                self.keys.push(key.clone());
-                self.tally.push(Tally::default());
-                self.index.insert(key, self.keys.len() - 1);
-                self.keys.len() - 1
-            }
-        };
+    /// Counts the interval of `a` (out since `a.at_ns`, back in at `in_ns`).
+    fn add(&mut self, pid: i32, tid: i32, a: &Away, in_ns: u64) {
+        let (at_ns, ns) = (a.at_ns, in_ns.saturating_sub(a.at_ns));
+        let mut h = std::hash::DefaultHasher::new();
+        (pid, a.preempted, &a.file, &a.chain).hash(&mut h);
+        let i = *self.index.entry(h.finish()).or_insert_with(|| {
+            self.keys.push(Key {
+                pid,
+                chain: a.chain.clone(),
+                preempted: a.preempted,
+                file: a.file.clone(),
+            });
+            self.tally.push(Tally::default());
+            self.keys.len() - 1
+        });
         let t = &mut self.tally[i];
         t.count += 1;
         t.total_ns += ns;
@@ -322,7 +340,7 @@ fn classify(g: Gathered, threads: u32, duration_s: f64, origin_ns: u64) -> OffCp
             .or_default()
             .entry(w.class.unwrap_or(OffClass::Other))
             .or_default() += ms;
-        if w.class != Some(OffClass::Idle) {
+        if !matches!(w.class, Some(OffClass::Idle | OffClass::Runnable)) {
             *raw.entry((k.pid, k.chain.clone())).or_default() += t.total_ns / 1000;
         }
         let file = k.file.clone().filter(|_| takes_fd(w.syscall.as_deref()));
@@ -386,6 +404,7 @@ fn classify(g: Gathered, threads: u32, duration_s: f64, origin_ns: u64) -> OffCp
         threads,
         duration_s,
         lost: g.lost,
+        watch_cpu_pct: g.cpu_pct,
         processes: per_pid
             .into_iter()
             .map(|(pid, ms)| OffProcess { pid, ms })
