@@ -498,7 +498,7 @@ _loadlens() {
             return 0
             ;;
         loadlens__subcmd__lab__subcmd__run)
-            opts="-d -v -q -h -V --fix --duration --keep --verbose --json-dir --quiet --no-profile --help --version"
+            opts="-d -v -q -h -V --fix --duration --keep --verbose --json-dir --quiet --no-profile --no-offcpu --help --version"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 3 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -592,7 +592,7 @@ _loadlens() {
             return 0
             ;;
         loadlens__subcmd__run)
-            opts="-c -t -d -n -R -q -H -X -m -k -h -V --connections --threads --duration --requests --connreqs --rate --latency --json --flamegraph --html --quiet --repeat --pause --segment --start-at --ray --clients --ray-timeout --server-node-resource --header --method --body --body-file --timeout --insecure --h2 --h1 --max-concurrent-streams --io --no-watch --sample --server-pid --server-name --profile --profile-hz --help --version"
+            opts="-c -t -d -n -R -q -H -X -m -k -h -V --connections --threads --duration --requests --connreqs --rate --latency --json --flamegraph --html --quiet --repeat --pause --segment --start-at --ray --clients --ray-timeout --server-node-resource --header --method --body --body-file --timeout --insecure --h2 --h1 --max-concurrent-streams --io --no-watch --sample --server-pid --server-name --profile --profile-hz --no-offcpu --help --version"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -750,7 +750,7 @@ _loadlens() {
             return 0
             ;;
         loadlens__subcmd__sweep)
-            opts="-c -t -R -d -q -H -X -m -k -h -V --connections --threads --connreqs --rate --duration --repeat --pause --ceiling --slo --errors --budget --json --csv --html --quiet --header --method --body --body-file --timeout --insecure --h2 --h1 --max-concurrent-streams --io --no-watch --sample --server-pid --server-name --profile --profile-hz --help --version"
+            opts="-c -t -R -d -q -H -X -m -k -h -V --connections --threads --connreqs --rate --duration --repeat --pause --ceiling --slo --errors --budget --json --csv --html --quiet --header --method --body --body-file --timeout --insecure --h2 --h1 --max-concurrent-streams --io --no-watch --sample --server-pid --server-name --profile --profile-hz --no-offcpu --help --version"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0

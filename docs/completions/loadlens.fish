@@ -74,6 +74,7 @@ complete -c loadlens -n "__fish_loadlens_using_subcommand run" -l h2 -d 'Speak H
 complete -c loadlens -n "__fish_loadlens_using_subcommand run" -l h1 -d 'Speak HTTP/1.1 only, also over https:// to a server that offers HTTP/2'
 complete -c loadlens -n "__fish_loadlens_using_subcommand run" -l no-watch -d 'Do not watch the machine (CPU, network, TCP counters, server processes)'
 complete -c loadlens -n "__fish_loadlens_using_subcommand run" -l profile -d 'Profile the server during the load: on-CPU call stacks of its processes (kernel perf events; needs root, CAP_PERFMON or kernel.perf_event_paranoid ≤ 1 for kernel frames), shown as "Where the server\'s CPU went" and kept in the Run'
+complete -c loadlens -n "__fish_loadlens_using_subcommand run" -l no-offcpu -d 'With --profile, do not watch where the server\'s threads slept (off-CPU: every context switch of the server\'s threads with its stacks, shown as "Where the server\'s time went")'
 complete -c loadlens -n "__fish_loadlens_using_subcommand run" -s h -l help -d 'Print help'
 complete -c loadlens -n "__fish_loadlens_using_subcommand run" -s V -l version -d 'Print version'
 complete -c loadlens -n "__fish_loadlens_using_subcommand compare" -l json -d 'Also write the comparison as JSON to FILE (`-` = stdout, which silences the text)' -r
@@ -119,6 +120,7 @@ complete -c loadlens -n "__fish_loadlens_using_subcommand sweep" -l h2 -d 'Speak
 complete -c loadlens -n "__fish_loadlens_using_subcommand sweep" -l h1 -d 'Speak HTTP/1.1 only, also over https:// to a server that offers HTTP/2'
 complete -c loadlens -n "__fish_loadlens_using_subcommand sweep" -l no-watch -d 'Do not watch the machine (CPU, network, TCP counters, server processes)'
 complete -c loadlens -n "__fish_loadlens_using_subcommand sweep" -l profile -d 'Profile the server during the load: on-CPU call stacks of its processes (kernel perf events; needs root, CAP_PERFMON or kernel.perf_event_paranoid ≤ 1 for kernel frames), shown as "Where the server\'s CPU went" and kept in the Run'
+complete -c loadlens -n "__fish_loadlens_using_subcommand sweep" -l no-offcpu -d 'With --profile, do not watch where the server\'s threads slept (off-CPU: every context switch of the server\'s threads with its stacks, shown as "Where the server\'s time went")'
 complete -c loadlens -n "__fish_loadlens_using_subcommand sweep" -s h -l help -d 'Print help'
 complete -c loadlens -n "__fish_loadlens_using_subcommand sweep" -s V -l version -d 'Print version'
 complete -c loadlens -n "__fish_loadlens_using_subcommand report" -l html -d 'Write the self-contained HTML report to FILE instead of printing the text' -r -F
@@ -154,6 +156,7 @@ complete -c loadlens -n "__fish_loadlens_using_subcommand lab; and __fish_seen_s
 complete -c loadlens -n "__fish_loadlens_using_subcommand lab; and __fish_seen_subcommand_from run" -s v -l verbose -d 'Show the ip/tc/sysctl commands that build the world'
 complete -c loadlens -n "__fish_loadlens_using_subcommand lab; and __fish_seen_subcommand_from run" -s q -l quiet -d 'Print only the before/after table, not each run\'s report'
 complete -c loadlens -n "__fish_loadlens_using_subcommand lab; and __fish_seen_subcommand_from run" -l no-profile -d 'Do not profile the server (the lab profiles it by default; with --json-dir the flame graphs are saved there as <scenario>-before.svg and -after.svg)'
+complete -c loadlens -n "__fish_loadlens_using_subcommand lab; and __fish_seen_subcommand_from run" -l no-offcpu -d 'Do not watch where the server\'s threads slept (the off-CPU watch, on whenever the server is profiled)'
 complete -c loadlens -n "__fish_loadlens_using_subcommand lab; and __fish_seen_subcommand_from run" -s h -l help -d 'Print help'
 complete -c loadlens -n "__fish_loadlens_using_subcommand lab; and __fish_seen_subcommand_from run" -s V -l version -d 'Print version'
 complete -c loadlens -n "__fish_loadlens_using_subcommand lab; and __fish_seen_subcommand_from shell" -s v -l verbose -d 'Show the ip/tc/sysctl commands that build the world'
