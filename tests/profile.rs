@@ -82,10 +82,18 @@ fn without_permission_the_run_goes_on_and_says_what_to_change() {
     assert_eq!(hint.len(), 1, "{stdout}");
     assert!(hint[0].contains("perf_event_paranoid"), "{}", hint[0]);
     assert!(hint[0].contains("CAP_PERFMON"), "{}", hint[0]);
+    // The off-CPU watch, which --profile brings, is one note of its own.
+    let off: Vec<&str> = stdout
+        .lines()
+        .filter(|l| l.contains("off-CPU: not permitted"))
+        .collect();
+    assert_eq!(off.len(), 1, "{stdout}");
+    assert!(off[0].contains("CAP_PERFMON"), "{}", off[0]);
     let run: serde_json::Value =
         serde_json::from_str(&std::fs::read_to_string(&json).unwrap()).unwrap();
     assert!(run["results"]["responses"].as_u64().unwrap() > 0);
     assert!(run["evidence"]["profile"].is_null());
+    assert!(run["evidence"]["offcpu"].is_null());
 }
 
 #[test]
