@@ -71,6 +71,7 @@ fn expected(name: &str) -> &'static str {
         "cpu-quota" => "cpu-quota",
         "few-connections" => "concurrency-bound",
         "blocking-log" => "worker-blocked",
+        "nagle" => "nagle-delayed-ack",
         "fd-limit" => "fd-limit",
         "worker-connections" => "connection-limit",
         "php-fpm-socket" => "upstream-saturated",
@@ -948,6 +949,45 @@ fn blocking_log() {
         waits.iter().all(|w| w["class"] != "pipe"),
         "after the fix: {waits:?}"
     );
+    assert_eq!(errors(&before), 0);
+    assert_eq!(errors(&after), 0);
+}
+
+/// The JDK's HttpServer writes a response's head and body apart, without TCP_NODELAY:
+/// the phases show the body ~40 ms after the head, and the fix is the JDK's own switch.
+#[test]
+fn nagle() {
+    if loadlens::lab::world::which("java").is_none() {
+        common::skip_or_fail("java not found (Debian: default-jre-headless)");
+        return;
+    }
+    let (before, after) = lab("nagle", "3s");
+    let f = finding(&before, "nagle-delayed-ack").unwrap();
+    assert!(
+        f["title"].as_str().unwrap().contains("after their heads"),
+        "{f}"
+    );
+    assert!(
+        f["fix"]
+            .as_str()
+            .unwrap()
+            .contains("-Dsun.net.httpserver.nodelay=true"),
+        "{f}"
+    );
+    // The body phase itself sits at the delayed ACK: the head arrives at once.
+    let body_p50 = before["results"]["phases"]["body"]["percentiles"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|p| p["p"] == 50.0)
+        .unwrap()["us"]
+        .as_u64()
+        .unwrap();
+    assert!(
+        (30_000..60_000).contains(&body_p50),
+        "body p50 {body_p50}us"
+    );
+    assert!(finding(&after, "nagle-delayed-ack").is_none());
     assert_eq!(errors(&before), 0);
     assert_eq!(errors(&after), 0);
 }

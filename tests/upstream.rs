@@ -97,26 +97,7 @@ impl Jvm {
             return None;
         }
         let dir = tempfile::tempdir().unwrap();
-        let src = format!(
-            r#"
-import com.sun.net.httpserver.*;
-import java.net.InetSocketAddress;
-public class Up {{
-    public static void main(String[] a) throws Exception {{
-        HttpServer s = HttpServer.create(new InetSocketAddress("127.0.0.1", Integer.parseInt(a[0])), 128);
-        byte[] body = new byte[1024];
-        s.createContext("/", x -> {{
-            try {{ Thread.sleep({sleep_ms}); }} catch (InterruptedException e) {{}}
-            x.sendResponseHeaders(200, body.length);
-            x.getResponseBody().write(body);
-            x.close();
-        }});
-        s.setExecutor(java.util.concurrent.Executors.newFixedThreadPool(64));
-        s.start();
-    }}
-}}
-"#
-        );
+        let src = loadlens::lab::jvm::up_java(sleep_ms, 1024);
         std::fs::write(dir.path().join("Up.java"), src).unwrap();
         let port = std::net::TcpListener::bind("127.0.0.1:0")
             .unwrap()
@@ -125,7 +106,7 @@ public class Up {{
             .port();
         let child = std::process::Command::new("java")
             .arg(dir.path().join("Up.java"))
-            .arg(port.to_string())
+            .args(["127.0.0.1", &port.to_string()])
             .stdin(std::process::Stdio::null())
             .stdout(std::process::Stdio::null())
             .spawn()

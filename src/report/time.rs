@@ -11,11 +11,11 @@ const ROWS: usize = 8;
 const CALLS: usize = 5;
 
 /// The shares of each process's time, in the order of [`rows`]' arrays.
-pub const COLUMNS: [&str; 5] = ["on CPU", "CPU wait", "blocked", "for work", "sleep"];
+pub const COLUMNS: [&str; 5] = ["on CPU", "CPU wait", "blocked", "idle", "sleep"];
 
 /// Per watched process (masters left out), its name and the shares of its time, percent
-/// of its threads × the window: on a CPU, waiting for one, blocked in calls, waiting for
-/// work, sleeping. Most blocked first. Empty without an off-CPU watch.
+/// of its threads × the window: on a CPU, waiting for one, blocked in calls, idle
+/// (waiting for work, or on a futex: a pool's idle threads), sleeping. Most blocked first. Empty without an off-CPU watch.
 pub fn rows(e: &Evidence) -> Vec<(String, [f64; 5])> {
     let Some(off) = &e.offcpu else {
         return Vec::new();
@@ -28,7 +28,12 @@ pub fn rows(e: &Evidence) -> Vec<(String, [f64; 5])> {
         .filter(|p| p.role != Role::Master && span_ms > 0.0)
         .filter_map(|p| {
             let o = off.processes.iter().find(|o| o.pid == p.pid)?;
-            let whole = span_ms * p.threads.max(1) as f64;
+            let threads = if o.threads > 0 {
+                o.threads
+            } else {
+                p.threads as u32
+            };
+            let whole = span_ms * threads.max(1) as f64;
             let pct = |ms: f64| ms * 100.0 / whole;
             let blocked: f64 = OffClass::ALL
                 .iter()
@@ -40,7 +45,7 @@ pub fn rows(e: &Evidence) -> Vec<(String, [f64; 5])> {
                 on,
                 pct(o.of(OffClass::Runnable)),
                 pct(blocked),
-                pct(o.of(OffClass::Idle)),
+                pct(o.of(OffClass::Idle) + o.of(OffClass::Futex)),
                 pct(o.of(OffClass::Sleep)),
             ];
             Some((format!("{} {} {}", p.comm, p.role, p.pid), shares))

@@ -41,8 +41,12 @@ pub enum OffClass {
     Pipe,
     /// Blocked on a socket: a full send buffer, a blocking receive or connect.
     Socket,
-    /// Waiting for a lock: a futex, or a kernel mutex or semaphore.
+    /// Waiting for a kernel lock: a mutex or semaphore (a directory's, a file's).
     Lock,
+    /// Waiting on a futex: a user-space lock, or a condition an idle thread of a pool
+    /// waits on for work (the two look alike from the kernel), so not counted as
+    /// blocked.
+    Futex,
     /// Sleeping by its own choice (nanosleep, a timer).
     Sleep,
     /// Stopped by a signal (SIGSTOP, a debugger).
@@ -53,13 +57,14 @@ pub enum OffClass {
 
 impl OffClass {
     /// Every class, in the order the views show them.
-    pub const ALL: [OffClass; 9] = [
+    pub const ALL: [OffClass; 10] = [
         OffClass::Idle,
         OffClass::Runnable,
         OffClass::Disk,
         OffClass::Pipe,
         OffClass::Socket,
         OffClass::Lock,
+        OffClass::Futex,
         OffClass::Sleep,
         OffClass::Stopped,
         OffClass::Other,
@@ -73,17 +78,18 @@ impl OffClass {
             OffClass::Disk => "blocked: file or disk",
             OffClass::Pipe => "blocked: pipe",
             OffClass::Socket => "blocked: socket",
-            OffClass::Lock => "blocked: lock",
+            OffClass::Lock => "blocked: kernel lock",
+            OffClass::Futex => "waiting on a futex",
             OffClass::Sleep => "sleeping",
             OffClass::Stopped => "stopped",
             OffClass::Other => "off CPU, other",
         }
     }
 
-    /// Time that delays the connections a thread holds (all but waiting for work and
-    /// chosen sleep).
+    /// Time that delays the connections a thread holds (all but waiting for work, on a
+    /// futex — a pool's idle threads wait there — and chosen sleep).
     pub fn blocks(self) -> bool {
-        !matches!(self, OffClass::Idle | OffClass::Sleep)
+        !matches!(self, OffClass::Idle | OffClass::Futex | OffClass::Sleep)
     }
 }
 
@@ -119,6 +125,9 @@ pub struct OffCpu {
 #[derive(Debug, Clone, Default, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct OffProcess {
     pub pid: i32,
+    /// Its threads watched.
+    #[serde(default)]
+    pub threads: u32,
     /// Milliseconds off CPU by class, summed over the process's threads.
     pub ms: BTreeMap<OffClass, f64>,
 }

@@ -1,11 +1,67 @@
 //! HTTP behaviour: Nagle and delayed ACK, error responses.
 
 use super::{fact, finding, logged, ramp, Ctx};
-use crate::run::{Finding, Kind};
+use crate::run::{Finding, Kind, ServerKind};
+
+/// Share of the responses in a ~40 ms mode from which the mode is what the load
+/// measured (a bottleneck), not a tail beside it (a warning).
+const NAGLE_DOMINANT: f64 = 0.5;
 
 /// A ~40 ms latency mode on keep-alive: Nagle's algorithm waiting for a delayed ACK.
+/// Read from the phases when the Run has them: a body arriving ~40 ms after its head is
+/// a response written in two pieces (head, then body), the second held by Nagle until
+/// the client's delayed ACK of the first.
 pub(super) fn nagle_delayed_ack(c: &Ctx) -> Option<Finding> {
-    let h = c.run.results.latency.decode().ok()?;
+    let r = &c.run.results;
+    let h = r.latency.decode().ok()?;
+    let (in_mode, share) = mode_40ms(&h)?;
+    if h.value_at_quantile(0.5) >= 30_000 && share < NAGLE_DOMINANT {
+        return None;
+    }
+    // Where the 40 ms sits: between the head and the body (a response in two writes),
+    // or before the head (a request in two writes, or the server's own).
+    let body = r
+        .phases
+        .as_ref()
+        .and_then(|p| p.body.decode().ok())
+        .and_then(|b| mode_40ms(&b));
+    let kind = if share >= NAGLE_DOMINANT {
+        Kind::Bottleneck
+    } else {
+        Kind::Warning
+    };
+    let title = match body {
+        Some(_) => "responses' bodies arrive ~40 ms after their heads: Nagle holding the body until the client's delayed ACK",
+        None => "a ~40 ms latency mode: Nagle waiting for a delayed ACK",
+    };
+    let mut f = finding(
+        "nagle-delayed-ack",
+        kind,
+        ramp(share, 0.05, 0.3),
+        title.into(),
+    );
+    f.evidence = vec![
+        fact("requests between 36 and 48 ms", in_mode as f64, "requests"),
+        fact("share of requests", share * 100.0, "%"),
+    ];
+    if let Some((n, _)) = body {
+        f.evidence.push(fact(
+            "bodies 36-48 ms after their heads",
+            n as f64,
+            "responses",
+        ));
+    }
+    f.explanation = match body {
+        Some(_) => format!("The server writes each response in two pieces — the head, then the body — on a socket with Nagle's algorithm on (no TCP_NODELAY): the body waits until the head is acknowledged, and the client delays that ACK by ~40 ms because it has nothing to send. The phases show it: the first byte arrives at once, the last ~40 ms later, whatever the body's size. {:.0}% of the requests took 36-48 ms.", share * 100.0),
+        None => "When a response (or request) leaves in two writes, Nagle's algorithm holds the second until the first is ACKed, and the peer delays that ACK by ~40 ms.".into(),
+    };
+    f.fix = nagle_fix(c);
+    Some(f)
+}
+
+/// The ~40 ms window of a histogram: (count, share) when it is a mode that stands well
+/// above its neighbours and holds at least 5% of the values.
+fn mode_40ms(h: &hdrhistogram::Histogram<u64>) -> Option<(u64, f64)> {
     if h.is_empty() {
         return None;
     }
@@ -16,25 +72,25 @@ pub(super) fn nagle_delayed_ack(c: &Ctx) -> Option<Finding> {
             .sum()
     };
     let in_mode = count(36_000, 48_000);
-    // A mode, not a broad tail: the 40 ms window must stand well above its neighbours.
     let around = count(24_000, 35_999).max(count(48_001, 60_000));
     let share = in_mode as f64 / h.len() as f64;
-    if share < 0.05 || in_mode < 3 * around || h.value_at_quantile(0.5) >= 30_000 {
-        return None;
+    (share >= 0.05 && in_mode >= 3 * around).then_some((in_mode, share))
+}
+
+/// TCP_NODELAY in the front server's words.
+fn nagle_fix(c: &Ctx) -> String {
+    let java = c.ev.is_some_and(|e| {
+        e.topology
+            .processes
+            .iter()
+            .any(|p| p.tier != crate::run::Tier::Upstream && p.comm == "java")
+    });
+    match c.front_kind() {
+        ServerKind::Nginx => "`tcp_nodelay on;` (nginx's default, for keep-alive connections) and send each message in one write (`postpone_output`, `tcp_nopush` with `sendfile`)".into(),
+        ServerKind::Node => "`socket.setNoDelay(true)` (Node ≥ 18 sets it on HTTP sockets by default: check `noDelay` in `http.createServer` options)".into(),
+        _ if java => "set TCP_NODELAY on the accepted sockets: for the JDK's built-in HttpServer (com.sun.net.httpserver) start the JVM with `-Dsun.net.httpserver.nodelay=true`; Tomcat, Jetty and Netty servers set it by default (`tcpNoDelay`); or write the head and body in one write".into(),
+        _ => "set TCP_NODELAY on the server's sockets (`setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, 1)`), or write each response in one piece (head and body together)".into(),
     }
-    let mut f = finding(
-        "nagle-delayed-ack",
-        Kind::Warning,
-        ramp(share, 0.05, 0.3),
-        "a ~40 ms latency mode: Nagle waiting for a delayed ACK".into(),
-    );
-    f.evidence = vec![
-        fact("requests between 36 and 48 ms", in_mode as f64, "requests"),
-        fact("share of requests", share * 100.0, "%"),
-    ];
-    f.explanation = "When a response (or request) leaves in two writes, Nagle's algorithm holds the second until the first is ACKed, and the peer delays that ACK by ~40 ms.".into();
-    f.fix = "`tcp_nodelay on;` (nginx default for keep-alive) and send each message in one write (`postpone_output`, `tcp_nopush` with `sendfile`)".into();
-    Some(f)
 }
 
 /// Responses refused by a rate or connection limit of the server's own (nginx

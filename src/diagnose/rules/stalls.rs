@@ -31,7 +31,13 @@ pub(super) fn worker_blocked(c: &Ctx) -> Option<Finding> {
         OffClass::Other,
     ];
     let blocked_ms: f64 = classes.iter().map(|&k| off.ms_of(&pids, k)).sum();
-    let share = blocked_ms / (pids.len() as f64 * off.duration_s * 1e3);
+    let threads: u32 = off
+        .processes
+        .iter()
+        .filter(|p| pids.contains(&p.pid))
+        .map(|p| p.threads.max(1))
+        .sum();
+    let share = blocked_ms / (threads.max(1) as f64 * off.duration_s * 1e3);
     if share < BLOCKED_SHARE {
         return None;
     }

@@ -96,8 +96,8 @@ pub(crate) fn why(names: &[String], preempted: bool) -> Why {
         "unix_stream_read_generic",
     ]) {
         OffClass::Socket
-    } else if has(&["futex_wait", "futex_q_lock"]) {
-        OffClass::Lock
+    } else if has(&["futex_wait", "futex_q_lock", "futex_do_wait"]) {
+        OffClass::Futex
     } else if has(&[
         "folio_wait",
         "wait_on_page",
@@ -221,7 +221,15 @@ mod tests {
         assert_eq!(w.syscall.as_deref(), Some("fsync"));
         assert_eq!(w.kernel_fn.as_deref(), Some("folio_wait_bit_common"));
         let lock = names(&["__x64_sys_futex_[k]", "futex_wait_[k]", "schedule_[k]"]);
-        assert_eq!(why(&lock, false).class, Some(OffClass::Lock));
+        assert_eq!(why(&lock, false).class, Some(OffClass::Futex));
+        let dir_mutex = names(&[
+            "__x64_sys_openat_[k]",
+            "path_openat_[k]",
+            "down_write_[k]",
+            "rwsem_down_write_slowpath_[k]",
+            "schedule_[k]",
+        ]);
+        assert_eq!(why(&dir_mutex, false).class, Some(OffClass::Lock));
         let stopped = names(&["get_signal_[k]", "do_signal_stop_[k]", "schedule_[k]"]);
         assert_eq!(why(&stopped, false).class, Some(OffClass::Stopped));
     }

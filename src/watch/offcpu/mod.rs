@@ -100,7 +100,8 @@ struct Away {
 
 /// A running off-CPU watch.
 pub struct OffCpuWatch {
-    threads: u32,
+    /// Threads watched per process.
+    per_pid: BTreeMap<i32, u32>,
     stop: Arc<AtomicBool>,
     thread: JoinHandle<Gathered>,
     started_ns: u64,
@@ -138,7 +139,10 @@ impl OffCpuWatch {
         for (_, _, s) in samplers.iter_mut() {
             let _ = s.enable();
         }
-        let threads = samplers.len() as u32;
+        let mut per_pid = BTreeMap::new();
+        for (pid, _, _) in &samplers {
+            *per_pid.entry(*pid).or_insert(0) += 1;
+        }
         let stop = Arc::new(AtomicBool::new(false));
         let flag = stop.clone();
         let thread = std::thread::Builder::new()
@@ -146,7 +150,7 @@ impl OffCpuWatch {
             .spawn(move || drain(samplers, &flag))
             .map_err(|e| format!("off-CPU: cannot start its thread ({e})"))?;
         Ok(OffCpuWatch {
-            threads,
+            per_pid,
             stop,
             thread,
             started_ns: monotonic_ns(),
@@ -159,7 +163,7 @@ impl OffCpuWatch {
         self.stop.store(true, Ordering::Relaxed);
         let g = self.thread.join().unwrap_or_default();
         let duration_s = monotonic_ns().saturating_sub(self.started_ns) as f64 / 1e9;
-        classify(g, self.threads, duration_s, origin_ns)
+        classify(g, &self.per_pid, duration_s, origin_ns)
     }
 }
 
@@ -313,7 +317,12 @@ fn fd_path(pid: i32, fd: u64) -> Option<String> {
 }
 
 /// From the gathered intervals to the Run's record.
-fn classify(g: Gathered, threads: u32, duration_s: f64, origin_ns: u64) -> OffCpu {
+fn classify(
+    g: Gathered,
+    threads_of: &BTreeMap<i32, u32>,
+    duration_s: f64,
+    origin_ns: u64,
+) -> OffCpu {
     let named = symbolize(g.keys.iter().map(|k| (k.pid, k.chain.as_slice())));
     let whys: Vec<Why> = g
         .keys
@@ -401,13 +410,17 @@ fn classify(g: Gathered, threads: u32, duration_s: f64, origin_ns: u64) -> OffCp
     stalls.sort_by(|a, b| a.t_s.total_cmp(&b.t_s));
     let profile: Profile = fold(&raw, &mut Names::new());
     OffCpu {
-        threads,
+        threads: threads_of.values().sum(),
         duration_s,
         lost: g.lost,
         watch_cpu_pct: g.cpu_pct,
         processes: per_pid
             .into_iter()
-            .map(|(pid, ms)| OffProcess { pid, ms })
+            .map(|(pid, ms)| OffProcess {
+                pid,
+                threads: threads_of.get(&pid).copied().unwrap_or(1),
+                ms,
+            })
             .collect(),
         profile,
         waits,
