@@ -16,6 +16,14 @@ use common::{loadlens, output_within, skip_or_fail, wait_exit, wait_for, Nginx, 
 use hdrhistogram::serialization::interval_log::{IntervalLogIterator, LogEntry};
 use serde_json::Value;
 
+/// One test at a time: another test's load, nginx or busy loops would be "another
+/// process busy on the machine" to the gate.
+static SERIAL: std::sync::Mutex<()> = std::sync::Mutex::new(());
+
+fn serial() -> std::sync::MutexGuard<'static, ()> {
+    SERIAL.lock().unwrap_or_else(|e| e.into_inner())
+}
+
 /// A light load: 200 requests/s over 2 connections for a second.
 const LOAD: [&str; 8] = ["-c", "2", "-t", "1", "-R", "200", "-d", "1s"];
 
@@ -105,6 +113,7 @@ fn files(dir: &Path) -> [PathBuf; 5] {
 
 #[test]
 fn objectives_met_exit_0_with_every_ci_file() {
+    let _one = serial();
     let ng = Nginx::start("", "");
     let dir = tempfile::tempdir().unwrap();
     let [json, junit_xml, md, hlog, om] = files(dir.path());
@@ -207,6 +216,7 @@ fn objectives_met_exit_0_with_every_ci_file() {
 
 #[test]
 fn a_broken_objective_exits_1_and_says_which() {
+    let _one = serial();
     let ng = Nginx::start("", "");
     let dir = tempfile::tempdir().unwrap();
     let [json, junit_xml, ..] = files(dir.path());
@@ -242,6 +252,7 @@ fn a_broken_objective_exits_1_and_says_which() {
 
 #[test]
 fn a_malformed_objective_exits_2_before_any_load() {
+    let _one = serial();
     let ng = Nginx::start("", "");
     for (slo, named) in [
         ("p99<200ms,p99<fast", "`p99<fast`"),
@@ -262,6 +273,7 @@ fn a_malformed_objective_exits_2_before_any_load() {
 /// Run as a baseline or a candidate, naming it.
 #[test]
 fn untrusted_evidence_exits_3_and_compare_refuses_it() {
+    let _one = serial();
     let ng = Nginx::start("", "");
     let dir = tempfile::tempdir().unwrap();
     let quiet = dir.path().join("quiet.json");
@@ -351,6 +363,7 @@ fn untrusted_evidence_exits_3_and_compare_refuses_it() {
 /// load's, and the gate says so.
 #[test]
 fn a_missing_segment_exits_3_on_merge() {
+    let _one = serial();
     let ng = Nginx::start("", "");
     let dir = tempfile::tempdir().unwrap();
     let seg = dir.path().join("seg1.json");
@@ -380,6 +393,7 @@ fn a_missing_segment_exits_3_on_merge() {
 
 #[test]
 fn an_interrupted_judged_run_exits_130() {
+    let _one = serial();
     let ng = Nginx::start("", "");
     let mut child = loadlens()
         .args([
@@ -412,6 +426,7 @@ fn an_interrupted_judged_run_exits_130() {
 /// competitor on the server's CPU are refused; a healthy Run is judged.
 #[test]
 fn report_judges_a_saved_run_with_the_same_gate() {
+    let _one = serial();
     let data = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/data/runs");
     let report = |name: &str, slo: &str| {
         let mut cmd = loadlens();
