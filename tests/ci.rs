@@ -244,7 +244,7 @@ fn a_broken_objective_exits_1_and_says_which() {
     let (_, cases) = junit(&junit_xml);
     assert!(
         cases[1].starts_with("loadlens.objectives/p99<1us:failure:p99 was ")
-            && cases[1].ends_with(", wanted < 1us"),
+            && cases[1].ends_with(", wanted < 1.00us"),
         "{cases:?}"
     );
     assert_eq!(cases[2], "loadlens.objectives/errors<1%:pass");

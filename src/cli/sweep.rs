@@ -137,6 +137,14 @@ pub fn cmd(a: SweepArgs) -> anyhow::Result<ExitCode> {
         if !a.rate.is_empty() {
             anyhow::bail!("--ceiling searches the rate itself: leave out -R");
         }
+        if a.slo
+            .as_ref()
+            .is_some_and(|o| !o.0.iter().any(|x| x.is_latency()))
+        {
+            anyhow::bail!(
+                "--ceiling searches at a latency objective: give one in --slo, e.g. 'p99<200ms'"
+            );
+        }
     }
     // Every cell's spec, checked (and each URL probed) before any load.
     let base = a.load.spec(
