@@ -270,24 +270,19 @@ fn a_malformed_objective_exits_2_before_any_load() {
 
 /// Busy loops beside the load, one per CPU: the gate refuses the run with one line,
 /// keeps the objectives it did not judge, and `compare --fail-if-slower` refuses the
-/// Run as a baseline or a candidate, naming it.
+/// Run as a baseline or a candidate, naming it (beside a recorded healthy Run, which
+/// it judges).
 #[test]
 fn untrusted_evidence_exits_3_and_compare_refuses_it() {
     let _one = serial();
     let ng = Nginx::start("", "");
     let dir = tempfile::tempdir().unwrap();
-    let quiet = dir.path().join("quiet.json");
+    let quiet = PathBuf::from(concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/tests/data/runs/healthy-before.json"
+    ));
     let busy = dir.path().join("busy.json");
     let junit_xml = dir.path().join("junit.xml");
-    let Some(out) = run_on_a_quiet_host(
-        &ng.url("/1k.txt"),
-        &["--slo", "p99<2s", "--json", quiet.to_str().unwrap()],
-        &[],
-    ) else {
-        return;
-    };
-    assert_eq!(code(&out), 0, "{}", stderr(&out));
-
     let cpus = std::thread::available_parallelism().map_or(2, |n| n.get());
     let mut hogs: Vec<_> = (0..cpus)
         .map(|_| {
