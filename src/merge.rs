@@ -171,6 +171,8 @@ pub fn merge(parts: Vec<Part>, reasons: &BTreeMap<u32, String>) -> anyhow::Resul
         interrupted: (!interrupted.is_empty()).then(|| interrupted.join(", ")),
         segment: None,
         merged: Some(merged),
+        objectives: Vec::new(),
+        trust: None,
     })
 }
 
@@ -213,9 +215,10 @@ fn side_by_side(runs: &[&Run], t0: f64) -> anyhow::Result<LoadResults> {
 }
 
 /// Each segment's seconds put on the wall clock (its start rounded to the second from
-/// `t0`) and added: responses, errors and bytes summed. A second's percentiles cannot be
-/// added without its histogram, which the timeline does not keep: a merged second's
-/// p50 and p99 are the highest of the segments' (an upper bound), its max is exact.
+/// `t0`) and added: responses, errors and bytes summed, and the seconds' histograms
+/// where every segment kept them (for `--hdr-log`). A merged second's p50 and p99 are
+/// the highest of the segments' (an upper bound; Runs recorded before the seconds kept
+/// histograms cannot do better), its max is exact.
 fn aligned_timeline(runs: &[&Run], t0: f64) -> Vec<Second> {
     let mut seconds: BTreeMap<u64, Second> = BTreeMap::new();
     for r in runs {
@@ -231,6 +234,7 @@ fn aligned_timeline(runs: &[&Run], t0: f64) -> Vec<Second> {
                 p50_us: 0,
                 p99_us: 0,
                 max_us: 0,
+                histogram: Some(String::new()),
             });
             m.duration_s = m.duration_s.max(s.duration_s);
             m.responses += s.responses;
@@ -239,9 +243,21 @@ fn aligned_timeline(runs: &[&Run], t0: f64) -> Vec<Second> {
             m.p50_us = m.p50_us.max(s.p50_us);
             m.p99_us = m.p99_us.max(s.p99_us);
             m.max_us = m.max_us.max(s.max_us);
+            m.histogram = add_encoded(m.histogram.take(), s.histogram.as_deref());
         }
     }
     seconds.into_values().collect()
+}
+
+/// Two seconds' histograms added (an empty string is none yet); `None` once either is
+/// missing or unreadable: the merged second then has no histogram rather than a partial one.
+fn add_encoded(sum: Option<String>, add: Option<&str>) -> Option<String> {
+    let (sum, add) = (sum?, add?);
+    let mut h = crate::run::decode_histogram(add).ok()?;
+    if !sum.is_empty() {
+        h.add(crate::run::decode_histogram(&sum).ok()?).ok()?;
+    }
+    Some(crate::run::encode_histogram(&h))
 }
 
 /// Every segment's worker threads in one self-check: the mean over all threads, and

@@ -65,6 +65,8 @@ pub fn measure(
         interrupted: None,
         segment: None,
         merged: None,
+        objectives: Vec::new(),
+        trust: None,
     };
     run.findings = crate::diagnose::diagnose(&run);
     Ok(run)

@@ -146,7 +146,11 @@ fn bad_sweeps_are_refused_before_any_load() {
     for (args, want) in [
         (
             vec!["http://127.0.0.1:1/", "--ceiling", "--slo", "p99"],
-            "invalid SLO",
+            "invalid objective `p99`",
+        ),
+        (
+            vec!["http://127.0.0.1:1/", "--ceiling", "--slo", "rps>10"],
+            "searches at a latency objective",
         ),
         (vec!["http://127.0.0.1:1/", "--ceiling"], "--slo"),
         (

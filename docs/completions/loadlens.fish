@@ -24,7 +24,7 @@ function __fish_loadlens_using_subcommand
     contains -- $cmd[1] $argv
 end
 
-complete -c loadlens -n "__fish_loadlens_needs_command" -s h -l help -d 'Print help'
+complete -c loadlens -n "__fish_loadlens_needs_command" -s h -l help -d 'Print help (see more with \'--help\')'
 complete -c loadlens -n "__fish_loadlens_needs_command" -s V -l version -d 'Print version'
 complete -c loadlens -n "__fish_loadlens_needs_command" -f -a "run" -d 'Load-test a URL and report throughput, latency and errors'
 complete -c loadlens -n "__fish_loadlens_needs_command" -f -a "compare" -d 'Compare saved Runs: the numbers side by side, each change with a verdict (significant / not significant / not enough data)'
@@ -50,6 +50,11 @@ complete -c loadlens -n "__fish_loadlens_using_subcommand run" -l repeat -d 'Run
 complete -c loadlens -n "__fish_loadlens_using_subcommand run" -l pause -d 'Pause between repetitions' -r
 complete -c loadlens -n "__fish_loadlens_using_subcommand run" -l segment -d 'Run only the I-th of N shares of the load (connections, -n and -R split so the N segments add up exactly to the whole), e.g. 2/3; `loadlens merge` adds the segments\' Runs up' -r
 complete -c loadlens -n "__fish_loadlens_using_subcommand run" -l start-at -d 'Wait until this time (seconds since the Unix epoch, at most an hour ahead) and start the load then, so segments on several machines start together' -r
+complete -c loadlens -n "__fish_loadlens_using_subcommand run" -l slo -d 'Objectives judged on the Run, comma-separated: latency percentiles, mean and max under a bound (\'p99<200ms\', \'p99.9<=1s\', \'mean<20ms\'), errors (failed and non-2xx/3xx requests) as a share or a count (\'errors<0.1%\', \'errors<10\'), \'non2xx<1%\', a rate floor (\'rps>1000\'). Exit 1 when one is broken, 3 when the evidence cannot be trusted to judge them (see EXIT STATUS)' -r
+complete -c loadlens -n "__fish_loadlens_using_subcommand run" -l junit -d 'Write a JUnit XML report to FILE: a testcase per objective and per bottleneck finding' -r -F
+complete -c loadlens -n "__fish_loadlens_using_subcommand run" -l summary-md -d 'Write a Markdown summary (headline numbers, objectives, findings) to FILE; also appended to $GITHUB_STEP_SUMMARY when that is set' -r -F
+complete -c loadlens -n "__fish_loadlens_using_subcommand run" -l hdr-log -d 'Write the latency as an HdrHistogram interval log to FILE: one interval per second (µs), for HistogramLogProcessor and HdrHistogram\'s plotters' -r -F
+complete -c loadlens -n "__fish_loadlens_using_subcommand run" -l openmetrics -d 'Write the headline numbers, objectives and trust as OpenMetrics text to FILE (node_exporter\'s textfile collector, a Pushgateway)' -r -F
 complete -c loadlens -n "__fish_loadlens_using_subcommand run" -l ray -d 'Run the load from the nodes of this Ray cluster (e.g. 10.0.0.1:6379, or `auto` on a node of it), one segment per node, and merge them (needs Ray installed for the Python in LOADLENS_PYTHON, or in ~/.cache/loadlens-venv)' -r
 complete -c loadlens -n "__fish_loadlens_using_subcommand run" -l clients -d 'With --ray: how many nodes send load (at most the alive nodes with CPUs)' -r
 complete -c loadlens -n "__fish_loadlens_using_subcommand run" -l ray-timeout -d 'With --ray: the longest wait for the segments, from their start [default: the duration (or 5 minutes with -n) plus the request timeout plus 60s]; a segment without a Run by then is reported missing' -r
@@ -79,11 +84,16 @@ complete -c loadlens -n "__fish_loadlens_using_subcommand run" -s h -l help -d '
 complete -c loadlens -n "__fish_loadlens_using_subcommand run" -s V -l version -d 'Print version'
 complete -c loadlens -n "__fish_loadlens_using_subcommand compare" -l json -d 'Also write the comparison as JSON to FILE (`-` = stdout, which silences the text)' -r
 complete -c loadlens -n "__fish_loadlens_using_subcommand compare" -l html -d 'Write the comparison as a self-contained HTML page to FILE' -r -F
-complete -c loadlens -n "__fish_loadlens_using_subcommand compare" -l fail-if-slower -d 'Exit 1 when a later run is significantly slower than the first by more than PCT percent: fewer requests/s, or a higher p99 (for CI)' -r
+complete -c loadlens -n "__fish_loadlens_using_subcommand compare" -l fail-if-slower -d 'Exit 1 when a later run is significantly slower than the first by more than PCT percent: fewer requests/s, or a higher p99 (for CI). A gate: exit 3 instead, with the reason, when a Run\'s evidence cannot be trusted (a saturated client, another busy process, a missing segment)' -r
 complete -c loadlens -n "__fish_loadlens_using_subcommand compare" -s h -l help -d 'Print help (see more with \'--help\')'
 complete -c loadlens -n "__fish_loadlens_using_subcommand compare" -s V -l version -d 'Print version'
 complete -c loadlens -n "__fish_loadlens_using_subcommand merge" -l json -d 'Write the merged Run as JSON to FILE (`-` = stdout, which silences the text)' -r
 complete -c loadlens -n "__fish_loadlens_using_subcommand merge" -l html -d 'Write the merged Run as a self-contained HTML page to FILE' -r -F
+complete -c loadlens -n "__fish_loadlens_using_subcommand merge" -l slo -d 'Objectives judged on the Run, comma-separated: latency percentiles, mean and max under a bound (\'p99<200ms\', \'p99.9<=1s\', \'mean<20ms\'), errors (failed and non-2xx/3xx requests) as a share or a count (\'errors<0.1%\', \'errors<10\'), \'non2xx<1%\', a rate floor (\'rps>1000\'). Exit 1 when one is broken, 3 when the evidence cannot be trusted to judge them (see EXIT STATUS)' -r
+complete -c loadlens -n "__fish_loadlens_using_subcommand merge" -l junit -d 'Write a JUnit XML report to FILE: a testcase per objective and per bottleneck finding' -r -F
+complete -c loadlens -n "__fish_loadlens_using_subcommand merge" -l summary-md -d 'Write a Markdown summary (headline numbers, objectives, findings) to FILE; also appended to $GITHUB_STEP_SUMMARY when that is set' -r -F
+complete -c loadlens -n "__fish_loadlens_using_subcommand merge" -l hdr-log -d 'Write the latency as an HdrHistogram interval log to FILE: one interval per second (µs), for HistogramLogProcessor and HdrHistogram\'s plotters' -r -F
+complete -c loadlens -n "__fish_loadlens_using_subcommand merge" -l openmetrics -d 'Write the headline numbers, objectives and trust as OpenMetrics text to FILE (node_exporter\'s textfile collector, a Pushgateway)' -r -F
 complete -c loadlens -n "__fish_loadlens_using_subcommand merge" -l latency -d 'Print the latency percentiles and details'
 complete -c loadlens -n "__fish_loadlens_using_subcommand merge" -s h -l help -d 'Print help'
 complete -c loadlens -n "__fish_loadlens_using_subcommand merge" -s V -l version -d 'Print version'
@@ -94,8 +104,8 @@ complete -c loadlens -n "__fish_loadlens_using_subcommand sweep" -s R -l rate -d
 complete -c loadlens -n "__fish_loadlens_using_subcommand sweep" -s d -l duration -d 'Length of each cell\'s load' -r
 complete -c loadlens -n "__fish_loadlens_using_subcommand sweep" -l repeat -d 'Repeat each cell N times (the cell\'s Run holds every repetition)' -r
 complete -c loadlens -n "__fish_loadlens_using_subcommand sweep" -l pause -d 'Pause between loads, so TIME_WAIT and queues settle the same way before each' -r
-complete -c loadlens -n "__fish_loadlens_using_subcommand sweep" -l slo -d 'The latency objective of --ceiling, e.g. \'p99<200ms\', \'p99.9<=1s\', \'max<500ms\'' -r
-complete -c loadlens -n "__fish_loadlens_using_subcommand sweep" -l errors -d 'The error budget of --ceiling: the share of failed or non-2xx/3xx requests allowed, e.g. \'<0.1%\'' -r
+complete -c loadlens -n "__fish_loadlens_using_subcommand sweep" -l slo -d 'The objectives of --ceiling, in `run --slo`\'s grammar, at least one about latency: e.g. \'p99<200ms\', \'p99.9<=1s,max<500ms\', \'p99<200ms,errors<0.1%\'' -r
+complete -c loadlens -n "__fish_loadlens_using_subcommand sweep" -l errors -d 'The error budget of --ceiling: the share of failed or non-2xx/3xx requests allowed, e.g. \'<0.1%\' (the objective `errors<0.1%`; a bare \'0.1%\' is `<=`)' -r
 complete -c loadlens -n "__fish_loadlens_using_subcommand sweep" -l budget -d 'Total time the --ceiling search may take; it never starts a load that would not fit' -r
 complete -c loadlens -n "__fish_loadlens_using_subcommand sweep" -l json -d 'Write the study (every cell\'s Run) as JSON to FILE (`-` = stdout)' -r
 complete -c loadlens -n "__fish_loadlens_using_subcommand sweep" -l csv -d 'Write one CSV line per cell to FILE (`-` = stdout)' -r
@@ -124,6 +134,11 @@ complete -c loadlens -n "__fish_loadlens_using_subcommand sweep" -l no-offcpu -d
 complete -c loadlens -n "__fish_loadlens_using_subcommand sweep" -s h -l help -d 'Print help'
 complete -c loadlens -n "__fish_loadlens_using_subcommand sweep" -s V -l version -d 'Print version'
 complete -c loadlens -n "__fish_loadlens_using_subcommand report" -l html -d 'Write the self-contained HTML report to FILE instead of printing the text' -r -F
+complete -c loadlens -n "__fish_loadlens_using_subcommand report" -l slo -d 'Objectives judged on the Run, comma-separated: latency percentiles, mean and max under a bound (\'p99<200ms\', \'p99.9<=1s\', \'mean<20ms\'), errors (failed and non-2xx/3xx requests) as a share or a count (\'errors<0.1%\', \'errors<10\'), \'non2xx<1%\', a rate floor (\'rps>1000\'). Exit 1 when one is broken, 3 when the evidence cannot be trusted to judge them (see EXIT STATUS)' -r
+complete -c loadlens -n "__fish_loadlens_using_subcommand report" -l junit -d 'Write a JUnit XML report to FILE: a testcase per objective and per bottleneck finding' -r -F
+complete -c loadlens -n "__fish_loadlens_using_subcommand report" -l summary-md -d 'Write a Markdown summary (headline numbers, objectives, findings) to FILE; also appended to $GITHUB_STEP_SUMMARY when that is set' -r -F
+complete -c loadlens -n "__fish_loadlens_using_subcommand report" -l hdr-log -d 'Write the latency as an HdrHistogram interval log to FILE: one interval per second (µs), for HistogramLogProcessor and HdrHistogram\'s plotters' -r -F
+complete -c loadlens -n "__fish_loadlens_using_subcommand report" -l openmetrics -d 'Write the headline numbers, objectives and trust as OpenMetrics text to FILE (node_exporter\'s textfile collector, a Pushgateway)' -r -F
 complete -c loadlens -n "__fish_loadlens_using_subcommand report" -l latency -d 'Print the latency percentiles and details'
 complete -c loadlens -n "__fish_loadlens_using_subcommand report" -s h -l help -d 'Print help'
 complete -c loadlens -n "__fish_loadlens_using_subcommand report" -s V -l version -d 'Print version'

@@ -24,7 +24,9 @@ pub struct CompareArgs {
     #[arg(long, value_name = "FILE")]
     html: Option<std::path::PathBuf>,
     /// Exit 1 when a later run is significantly slower than the first by more than PCT
-    /// percent: fewer requests/s, or a higher p99 (for CI).
+    /// percent: fewer requests/s, or a higher p99 (for CI). A gate: exit 3 instead,
+    /// with the reason, when a Run's evidence cannot be trusted (a saturated client,
+    /// another busy process, a missing segment).
     #[arg(long, value_name = "PCT")]
     fail_if_slower: Option<f64>,
 }
@@ -60,6 +62,24 @@ pub fn cmd(a: CompareArgs) -> anyhow::Result<ExitCode> {
     let mut runs = Vec::new();
     for f in &a.files {
         runs.push((f.display().to_string(), read_run(f)?));
+    }
+    // The gate judges the evidence before any verdict: a Run that measured the client
+    // or a busy machine is no baseline and no candidate.
+    if a.fail_if_slower.is_some() {
+        let refused: Vec<String> = runs
+            .iter()
+            .filter_map(|(name, run)| {
+                let t = crate::gate::trust(run);
+                (!t.trusted).then(|| format!("{name}: {}", t.why()))
+            })
+            .collect();
+        if !refused.is_empty() {
+            eprintln!(
+                "loadlens: evidence cannot be trusted, no verdict: {}",
+                refused.join("; ")
+            );
+            return Ok(ExitCode::from(super::ci::UNTRUSTED));
+        }
     }
     let c = compare(&runs);
     let mut outputs: Vec<Output<Comparison>> = Vec::new();

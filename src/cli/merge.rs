@@ -26,11 +26,14 @@ pub struct MergeArgs {
     /// Print the latency percentiles and details.
     #[arg(long)]
     latency: bool,
+    #[command(flatten)]
+    ci: super::ci::CiFlags,
 }
 
 /// Where a merged Run goes: the views chosen by flag, checked before anything is read.
 pub(super) struct Views {
     outputs: Vec<Output<Run>>,
+    ci: super::ci::CiFlags,
 }
 
 impl Views {
@@ -39,6 +42,7 @@ impl Views {
         html: Option<&std::path::Path>,
         latency: bool,
         quiet: bool,
+        ci: &super::ci::CiFlags,
     ) -> anyhow::Result<Views> {
         let json = json.map(Dest::parse);
         if let Some(d) = &json {
@@ -48,21 +52,26 @@ impl Views {
         let mut outputs: Vec<Output<Run>> = Vec::new();
         outputs.extend(json.map(|d| Output::new(Json, d)));
         outputs.extend(report::html_output(html)?);
+        outputs.extend(ci.outputs()?);
         if text {
             outputs.push(Output::new(Text { latency }, Dest::Stdout));
         }
-        Ok(Views { outputs })
+        Ok(Views {
+            outputs,
+            ci: ci.clone(),
+        })
     }
 
-    /// Merges the parts, diagnoses the sum and writes the views. `server`: evidence
-    /// watched on the server's machine (and its host), which replaces the segments' own.
+    /// Merges the parts, diagnoses and judges the sum, writes the views and returns the
+    /// exit status (see [`super::ci::CiFlags::finish`]). `server`: evidence watched on
+    /// the server's machine (and its host), which replaces the segments' own.
     pub(super) fn merge_and_write(
         &self,
         parts: Vec<Part>,
         reasons: &BTreeMap<u32, String>,
         server: Option<(Evidence, String)>,
         warnings: Vec<String>,
-    ) -> anyhow::Result<Run> {
+    ) -> anyhow::Result<ExitCode> {
         let mut run = merge(parts, reasons)?;
         if let Some((evidence, host)) = server {
             run.warnings
@@ -74,13 +83,20 @@ impl Views {
         }
         run.warnings.extend(warnings);
         run.findings = crate::diagnose::diagnose(&run);
+        self.ci.judge(&mut run);
         report::write_all(&run, &self.outputs)?;
-        Ok(run)
+        self.ci.finish(&run)
     }
 }
 
 pub fn cmd(a: MergeArgs) -> anyhow::Result<ExitCode> {
-    let views = Views::new(a.json.as_deref(), a.html.as_deref(), a.latency, false)?;
+    let views = Views::new(
+        a.json.as_deref(),
+        a.html.as_deref(),
+        a.latency,
+        false,
+        &a.ci,
+    )?;
     let mut parts = Vec::new();
     for f in &a.files {
         parts.push(Part {
@@ -88,6 +104,5 @@ pub fn cmd(a: MergeArgs) -> anyhow::Result<ExitCode> {
             run: read_run(f)?,
         });
     }
-    views.merge_and_write(parts, &BTreeMap::new(), None, Vec::new())?;
-    Ok(ExitCode::SUCCESS)
+    views.merge_and_write(parts, &BTreeMap::new(), None, Vec::new())
 }

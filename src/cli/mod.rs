@@ -2,6 +2,7 @@
 //! views. Flags follow wrk's where wrk has them. One file per command family: `run`,
 //! `lab`; `progress` is the live status line.
 
+mod ci;
 mod compare;
 mod lab;
 mod load;
@@ -26,6 +27,7 @@ use crate::units::parse_count;
     name = "loadlens",
     version,
     about = "Load-test an HTTP server, watch the machine while it runs, and say where the bottleneck is",
+    after_long_help = ci::EXIT_STATUS,
     propagate_version = true
 )]
 struct Cli {
@@ -83,6 +85,9 @@ struct ReportArgs {
     /// Write the self-contained HTML report to FILE instead of printing the text.
     #[arg(long, value_name = "FILE")]
     html: Option<PathBuf>,
+    /// Judge the saved Run (--slo) and write its CI files, as `run` would.
+    #[command(flatten)]
+    ci: ci::CiFlags,
 }
 
 pub(super) fn parse_u32(s: &str) -> Result<u32, String> {
@@ -171,15 +176,19 @@ fn cmd_explain(id: &str) -> anyhow::Result<ExitCode> {
 }
 
 fn cmd_report(a: ReportArgs) -> anyhow::Result<ExitCode> {
-    let run = compare::read_run(&a.file)?;
+    let mut outputs = a.ci.outputs()?;
+    let mut run = compare::read_run(&a.file)?;
+    a.ci.judge(&mut run);
     match a.html {
-        Some(f) => report::write_all(&run, &[Output::new(report::Html, Dest::File(f))])?,
-        None => report::write_all(
-            &run,
-            &[Output::new(Text { latency: a.latency }, Dest::Stdout)],
-        )?,
+        Some(f) => outputs.push(Output::new(report::Html, Dest::File(f))),
+        None => outputs.push(Output::new(Text { latency: a.latency }, Dest::Stdout)),
     }
-    Ok(ExitCode::SUCCESS)
+    report::write_all(&run, &outputs)?;
+    if a.ci.slo.is_none() {
+        // Rendering a saved Run again judges nothing: success, whatever it holds.
+        return Ok(ExitCode::SUCCESS);
+    }
+    a.ci.finish(&run)
 }
 
 /// The clap definition of the whole command line (for the man page and completions).
@@ -219,6 +228,11 @@ pub fn man_page() -> anyhow::Result<Vec<u8>> {
         sub_man.render_synopsis_section(&mut out)?;
         sub_man.render_options_section(&mut out)?;
     }
+    writeln!(out, ".SH \"EXIT STATUS\"\n.nf")?;
+    for line in ci::EXIT_STATUS.lines().skip(1) {
+        writeln!(out, "{}", line.replace('\\', "\\\\"))?;
+    }
+    writeln!(out, ".fi")?;
     man.render_version_section(&mut out)?;
     Ok(out)
 }

@@ -102,7 +102,13 @@ fn on_cluster(a: &RunArgs, whole: &Spec, body: &[u8]) -> anyhow::Result<ExitCode
     if a.repeat > 1 {
         anyhow::bail!("--repeat is not available with --ray: run the command again");
     }
-    let views = Views::new(a.json.as_deref(), a.html.as_deref(), a.latency, a.quiet)?;
+    let views = Views::new(
+        a.json.as_deref(),
+        a.html.as_deref(),
+        a.latency,
+        a.quiet,
+        &a.ci,
+    )?;
     let args = segment_args(a, whole, body)?;
     let run_timeout = a
         .ray
@@ -200,8 +206,7 @@ fn on_cluster(a: &RunArgs, whole: &Spec, body: &[u8]) -> anyhow::Result<ExitCode
         &outcome.missing,
         server,
         outcome.server_error.into_iter().collect(),
-    )?;
-    Ok(ExitCode::SUCCESS)
+    )
 }
 
 /// The flags each segment runs with: the load as asked, without what only this

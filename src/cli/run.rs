@@ -72,6 +72,8 @@ pub struct RunArgs {
     #[arg(long, value_name = "UNIX_TIME", allow_hyphen_values = true)]
     pub(super) start_at: Option<f64>,
     #[command(flatten)]
+    pub(super) ci: super::ci::CiFlags,
+    #[command(flatten)]
     pub(super) ray: RayFlags,
     #[command(flatten)]
     pub(super) load: LoadFlags,
@@ -191,6 +193,7 @@ pub fn cmd(mut a: RunArgs) -> anyhow::Result<ExitCode> {
     let mut outputs: Vec<Output<Run>> = Vec::new();
     outputs.extend(json.map(|d| Output::new(Json, d)));
     outputs.extend(report::html_output(a.html.as_deref())?);
+    outputs.extend(a.ci.outputs()?);
     if text {
         outputs.push(Output::new(Text { latency: a.latency }, Dest::Stdout));
     }
@@ -231,6 +234,7 @@ pub fn cmd(mut a: RunArgs) -> anyhow::Result<ExitCode> {
         start_at_unix_s: a.start_at,
         host: host_name(),
     });
+    a.ci.judge(&mut run);
     report::write_all(&run, &outputs)?;
     if let Some(f) = &a.flamegraph {
         // No profile (not permitted, nothing ran) is said, not fatal: the run stands.
@@ -238,7 +242,7 @@ pub fn cmd(mut a: RunArgs) -> anyhow::Result<ExitCode> {
             eprintln!("warning: no flame graph written to {}: {e:#}", f.display());
         }
     }
-    Ok(stop.exit_code())
+    a.ci.finish(&run)
 }
 
 #[derive(Args, Debug, Default)]

@@ -16,8 +16,9 @@ use crate::pipeline;
 use crate::report::sweep::{SweepCsv, SweepText};
 use crate::report::{self, Dest, Json, Output};
 use crate::run::{Run, Sweep, SWEEP_SCHEMA_VERSION};
+use crate::slo::{Objective, Objectives};
 use crate::spec::Spec;
-use crate::sweep::ceiling::{self, Search, Slo};
+use crate::sweep::ceiling::{self, Search};
 use crate::sweep::{run_grid, Grid};
 use crate::units::{parse_count, parse_duration};
 
@@ -53,13 +54,14 @@ pub struct SweepArgs {
     /// probe, then rates that climb and bisect.
     #[arg(long, requires = "slo")]
     ceiling: bool,
-    /// The latency objective of --ceiling, e.g. 'p99<200ms', 'p99.9<=1s', 'max<500ms'.
-    #[arg(long, value_parser = Slo::parse)]
-    slo: Option<Slo>,
+    /// The objectives of --ceiling, in `run --slo`'s grammar, at least one about
+    /// latency: e.g. 'p99<200ms', 'p99.9<=1s,max<500ms', 'p99<200ms,errors<0.1%'.
+    #[arg(long, value_parser = Objectives::parse, value_name = "OBJECTIVES")]
+    slo: Option<Objectives>,
     /// The error budget of --ceiling: the share of failed or non-2xx/3xx requests
-    /// allowed, e.g. '<0.1%'.
-    #[arg(long, value_parser = ceiling::parse_errors, requires = "ceiling")]
-    errors: Option<f64>,
+    /// allowed, e.g. '<0.1%' (the objective `errors<0.1%`; a bare '0.1%' is `<=`).
+    #[arg(long, value_parser = parse_errors, requires = "ceiling")]
+    errors: Option<Objective>,
     /// Total time the --ceiling search may take; it never starts a load that would
     /// not fit.
     #[arg(long, value_parser = parse_duration, allow_hyphen_values = true, default_value = "2m")]
@@ -78,6 +80,16 @@ pub struct SweepArgs {
     quiet: bool,
     #[command(flatten)]
     load: LoadFlags,
+}
+
+/// `--errors '<0.1%'` as the objective `errors<0.1%` (a bare `0.1%` allows 0.1%).
+fn parse_errors(s: &str) -> anyhow::Result<Objective> {
+    let t = s.trim();
+    if t.starts_with('<') {
+        Objective::parse(&format!("errors{t}"))
+    } else {
+        Objective::parse(&format!("errors<={t}"))
+    }
 }
 
 fn parse_connreqs(s: &str) -> Result<Option<u32>, String> {
@@ -124,6 +136,14 @@ pub fn cmd(a: SweepArgs) -> anyhow::Result<ExitCode> {
         one(grid.connreqs.len(), "--connreqs")?;
         if !a.rate.is_empty() {
             anyhow::bail!("--ceiling searches the rate itself: leave out -R");
+        }
+        if a.slo
+            .as_ref()
+            .is_some_and(|o| !o.0.iter().any(|x| x.is_latency()))
+        {
+            anyhow::bail!(
+                "--ceiling searches at a latency objective: give one in --slo, e.g. 'p99<200ms'"
+            );
         }
     }
     // Every cell's spec, checked (and each URL probed) before any load.
@@ -187,10 +207,15 @@ pub fn cmd(a: SweepArgs) -> anyhow::Result<ExitCode> {
     };
     let stopped = || stop.flag.load(Ordering::Relaxed);
     let sweep = if let Some(slo) = &a.slo {
+        let mut objectives = slo.clone();
+        objectives.0.extend(a.errors.clone());
         let search = Search {
-            slo,
-            errors_pct: a.errors,
-            errors_text: a.errors.map(|e| format!("<{e}%")),
+            objectives: &objectives,
+            slo_text: slo.text(),
+            errors_text: a
+                .errors
+                .as_ref()
+                .map(|o| o.text.trim_start_matches("errors").to_string()),
             budget: a.budget,
             pause: a.pause,
         };

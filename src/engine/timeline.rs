@@ -106,6 +106,8 @@ impl TimelineBuilder {
             p50_us: h.value_at_quantile(0.5),
             p99_us: h.value_at_quantile(0.99),
             max_us: h.max(),
+            // Once a second, off the workers' threads: the interval log's histogram.
+            histogram: Some(crate::run::encode_histogram(h)),
         });
         s.latency.reset();
         self.free.push(s.latency);
@@ -169,8 +171,12 @@ mod tests {
         let (seconds, per_thread) = b.finish(3600.5);
         assert_eq!(seconds.len(), 3601);
         assert_eq!(per_thread.len(), 7199);
-        // Bytes per second of timeline: the record alone.
-        assert!(std::mem::size_of::<Second>() <= 64);
+        // Bytes per second of timeline: the record and its encoded histogram.
+        assert!(std::mem::size_of::<Second>() <= 96);
+        let encoded = seconds[10].histogram.as_ref().unwrap();
+        assert!(encoded.len() < 200, "{} bytes", encoded.len());
+        let h = crate::run::decode_histogram(encoded).unwrap();
+        assert_eq!((h.len(), h.max()), (2, 2000));
         // Seconds are exact: both workers' responses, the slower one's latency on top.
         assert_eq!(seconds[10].responses, 2);
         assert_eq!(seconds[10].p50_us, 1010);

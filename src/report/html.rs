@@ -122,6 +122,7 @@ pub fn page(run: &Run) -> String {
         let _ = write!(o, "<div>{k}<b>{}</b></div>", esc(&v));
     }
     o.push_str("</div>");
+    objectives(&mut o, run);
     findings(&mut o, run);
     timeline(&mut o, run);
     spectrum(&mut o, run);
@@ -137,6 +138,29 @@ pub fn page(run: &Run) -> String {
         esc(&super::terminal::render(run, true))
     );
     o
+}
+
+/// The `--slo` objectives judged on the Run, after whether its evidence was trusted.
+fn objectives(o: &mut String, run: &Run) {
+    if run.objectives.is_empty() {
+        return;
+    }
+    o.push_str("<h2>Objectives</h2>");
+    if let Some(line) = super::objectives::untrusted_line(run) {
+        let _ = write!(o, "<p><b>{}</b></p>", esc(&line));
+    }
+    o.push_str("<table><tr><th>objective</th><th>measured</th><th>wanted</th><th>result</th></tr>");
+    for x in &run.objectives {
+        let _ = write!(
+            o,
+            "<tr><td>{}</td><td>{}</td><td>{}</td><td>{}</td></tr>",
+            esc(&x.objective),
+            esc(&x.measured_text()),
+            esc(&x.wanted_text()),
+            super::objectives::result(run, x)
+        );
+    }
+    o.push_str("</table>");
 }
 
 fn findings(o: &mut String, run: &Run) {

@@ -8,14 +8,21 @@
 //!
 //! Files: [`terminal`] (wrk's block, the text people know), [`during`] (what the machine
 //! did), [`findings`] (the ranked findings), [`Json`] (the Run itself: the one artifact
-//! every other view can be rendered from again, by `loadlens report`).
+//! every other view can be rendered from again, by `loadlens report`); for CI,
+//! [`objectives`] (the `--slo` block), [`junit`], [`markdown`] (the summary),
+//! [`hdrlog`] (HdrHistogram's interval log) and [`openmetrics`].
 
 pub mod chart;
 pub mod compare;
 pub mod during;
 pub mod findings;
 pub mod flamegraph;
+pub mod hdrlog;
 pub mod html;
+pub mod junit;
+pub mod markdown;
+pub mod objectives;
+pub mod openmetrics;
 pub mod profile;
 pub mod repeat;
 pub mod sweep;

@@ -215,6 +215,7 @@ pub fn render(run: &Run, latency: bool) -> String {
     for w in &run.warnings {
         let _ = writeln!(o, "warning: {w}");
     }
+    o.push_str(&super::objectives::render(run));
     o
 }
 

@@ -207,6 +207,11 @@ pub struct Second {
     pub p50_us: u64,
     pub p99_us: u64,
     pub max_us: u64,
+    /// The latency HdrHistogram of this second's responses (encoded as
+    /// `LatencySummary.histogram`): one interval of `--hdr-log`. Absent in Runs recorded
+    /// before it was kept, and in a merged second whose segments did not all keep it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub histogram: Option<String>,
 }
 
 /// The percentiles every summary carries.

@@ -22,6 +22,7 @@ mod offcpu;
 mod profile;
 mod repeat;
 mod segment;
+mod slo;
 mod sweep;
 mod topology;
 
@@ -48,6 +49,7 @@ pub use offcpu::{OffClass, OffCpu, OffProcess, OffStall, OffWait, STALL_MS};
 pub use profile::{split_frame, Profile, Stack, Top, TopFunction, KERNEL_SUFFIX};
 pub use repeat::Repetition;
 pub use segment::{Merged, Segment, SegmentPart};
+pub use slo::{ObjectiveResult, Trust};
 pub use sweep::{Ceiling, Cell, Dim, Step, Sweep, SWEEP_SCHEMA_VERSION};
 pub use topology::{Listener, Role, ServerConfig, ServerKind, ServerProcess, Tier, Topology};
 
@@ -98,6 +100,14 @@ pub struct Run {
     /// load, `client` all segments' threads together). Absent otherwise.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub merged: Option<Merged>,
+    /// `--slo`: each objective judged on this Run, in the order given. Absent when no
+    /// objective was given.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub objectives: Vec<ObjectiveResult>,
+    /// Whether the evidence could be trusted to judge the objectives (judged with them,
+    /// before them). Absent when no objective was given.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub trust: Option<Trust>,
 }
 
 impl Run {

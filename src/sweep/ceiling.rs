@@ -1,10 +1,11 @@
 //! The ceiling at a latency objective: the highest open-loop rate at which the server
-//! still meets it (`--slo 'p99<200ms'`, optionally `--errors '<0.1%'`).
+//! still meets it (`--slo 'p99<200ms'`, in the grammar of [`crate::slo`]; optionally
+//! `--errors '<0.1%'`, the objective `errors<0.1%`).
 //!
 //! The search: a closed-loop probe measures what the server can do flat out (X); the
-//! open-loop rates then climb from X/2 by ×1.5 while the objective holds, and bisect
-//! (geometric midpoint) between the highest rate that met it and the lowest that broke
-//! it until they are within 5%. Open loop, so latency is measured from each request's
+//! open-loop rates then climb from X/2 by ×1.5 while the objectives hold, and bisect
+//! (geometric midpoint) between the highest rate that met them and the lowest that broke
+//! them until they are within 5%. Open loop, so latency is measured from each request's
 //! scheduled time (corrected for coordinated omission): a server that falls behind
 //! shows it in the percentiles, not in a slower send rate. The search stops early when
 //! the server fails (errors past ten times the budget, or 5% without one), and never
@@ -12,87 +13,12 @@
 
 use std::time::{Duration, Instant};
 
-use anyhow::bail;
-
 use crate::run::{Ceiling, Cell, Kind, LoadResults, Run, Step};
+use crate::slo::{Metric, Objectives, Unit};
 use crate::spec::Spec;
-use crate::units::{fmt_us, parse_duration};
 
-/// A latency objective: a percentile (or the max) under a bound.
-#[derive(Debug, Clone, PartialEq)]
-pub struct Slo {
-    /// 50, 90, 99, 99.9, 99.99 or 100 (max).
-    pub percentile: f64,
-    pub bound_us: u64,
-    /// `<=` rather than `<`.
-    pub inclusive: bool,
-    pub text: String,
-}
-
-impl Slo {
-    /// Parses `p99<200ms`, `p99.9 <= 1s`, `max<500ms`.
-    pub fn parse(s: &str) -> anyhow::Result<Slo> {
-        let bad = || {
-            anyhow::anyhow!(
-                "invalid SLO `{s}`: expected a percentile under a bound, e.g. 'p99<200ms', 'p99.9<=1s', 'max<500ms'"
-            )
-        };
-        let t: String = s.chars().filter(|c| !c.is_whitespace()).collect();
-        let (lhs, rhs, inclusive) = if let Some((l, r)) = t.split_once("<=") {
-            (l, r, true)
-        } else if let Some((l, r)) = t.split_once('<') {
-            (l, r, false)
-        } else {
-            return Err(bad());
-        };
-        let percentile = match lhs {
-            "max" => 100.0,
-            p => p
-                .strip_prefix('p')
-                .and_then(|x| x.parse::<f64>().ok())
-                .filter(|p| crate::run::PERCENTILES.contains(p))
-                .ok_or_else(bad)?,
-        };
-        let bound = parse_duration(rhs).map_err(|_| bad())?;
-        Ok(Slo {
-            percentile,
-            bound_us: bound.as_micros() as u64,
-            inclusive,
-            text: s.to_string(),
-        })
-    }
-
-    fn value(&self, r: &LoadResults) -> u64 {
-        r.latency.at(self.percentile).unwrap_or(r.latency.max_us)
-    }
-
-    fn met_by(&self, v: u64) -> bool {
-        if self.inclusive {
-            v <= self.bound_us
-        } else {
-            v < self.bound_us
-        }
-    }
-}
-
-/// Parses an error budget `<0.1%` (or `0.1%`): the share of failed or non-2xx/3xx
-/// requests allowed, percent.
-pub fn parse_errors(s: &str) -> anyhow::Result<f64> {
-    let t = s
-        .trim()
-        .trim_start_matches("<=")
-        .trim_start_matches('<')
-        .trim();
-    match t
-        .strip_suffix('%')
-        .and_then(|x| x.trim().parse::<f64>().ok())
-    {
-        Some(p) if (0.0..=100.0).contains(&p) => Ok(p),
-        _ => bail!("invalid error budget `{s}`: expected a percentage, e.g. '<0.1%'"),
-    }
-}
-
-/// Failed requests and non-2xx/3xx responses, percent of attempts.
+/// Failed requests and non-2xx/3xx responses, percent of attempts (what a step
+/// records, whatever its objectives).
 fn errors_pct(r: &LoadResults) -> f64 {
     let failed = r.errors.total();
     let attempts = (r.responses + failed).max(1);
@@ -101,10 +27,12 @@ fn errors_pct(r: &LoadResults) -> f64 {
 
 /// What the search needs besides the load itself.
 pub struct Search<'a> {
-    pub slo: &'a Slo,
-    /// Error budget, percent (`None`: errors do not break the objective, but a server
-    /// failing past 5% still ends the climb).
-    pub errors_pct: Option<f64>,
+    /// What a rate must meet: `--slo`'s objectives (at least one about latency: the
+    /// first is the one each step records) and `--errors`'s. Without an objective on
+    /// errors as a share, a server failing past 5% still ends the climb.
+    pub objectives: &'a Objectives,
+    /// `--slo` and `--errors` as given, for the record.
+    pub slo_text: String,
     pub errors_text: Option<String>,
     /// Total time the search may take.
     pub budget: Duration,
@@ -127,6 +55,17 @@ pub fn search(
     stopped: &dyn Fn() -> bool,
 ) -> anyhow::Result<(Vec<Cell>, Ceiling)> {
     let started = Instant::now();
+    let Some(latency) = s.objectives.0.iter().find(|o| o.is_latency()) else {
+        anyhow::bail!(
+            "--ceiling searches at a latency objective: give one in --slo, e.g. 'p99<200ms'"
+        );
+    };
+    let budget_pct = s
+        .objectives
+        .0
+        .iter()
+        .find(|o| o.metric == Metric::Errors && o.unit == Unit::Percent)
+        .map(|o| o.bound);
     let load_s = base.duration_s.unwrap_or(5.0);
     let step_cost = Duration::from_secs_f64(load_s) + s.pause;
     let fits = || started.elapsed() + step_cost <= s.budget;
@@ -169,11 +108,10 @@ pub fn search(
             ..base.clone()
         })?;
         let r = &run.results;
-        let v = s.slo.value(r);
+        let v = latency.measure(r).unwrap_or(0.0) as u64;
         let err = errors_pct(r);
-        let latency_ok = s.slo.met_by(v);
-        let errors_ok = s.errors_pct.is_none_or(|b| err <= b);
-        let ok = latency_ok && errors_ok;
+        let judged = s.objectives.judge(r);
+        let ok = judged.iter().all(|j| j.met);
         steps.push(Step {
             rate,
             achieved_per_s: r.requests_per_s,
@@ -184,23 +122,22 @@ pub fn search(
             met: ok,
             cell: cells.len(),
         });
-        let failing = err > s.errors_pct.map_or(5.0, |b| (b * 10.0).max(5.0));
+        let failing = err > budget_pct.map_or(5.0, |b| (b * 10.0).max(5.0));
         if ok {
             met = Some(met.map_or(rate, |m: f64| m.max(rate)));
         } else if broke.as_ref().is_none_or(|(b, ..)| rate < *b) {
-            let why = if latency_ok {
-                format!(
-                    "errors were {err:.2}% (budget {}%)",
-                    s.errors_pct.unwrap_or(0.0)
-                )
-            } else {
-                format!(
-                    "{} was {} (objective {})",
-                    label(s.slo.percentile),
-                    fmt_us(v as f64),
-                    s.slo.text
-                )
-            };
+            let why = judged
+                .iter()
+                .find(|j| !j.met)
+                .map(|j| {
+                    format!(
+                        "{} was {} (objective {})",
+                        j.metric,
+                        j.measured_text(),
+                        j.objective
+                    )
+                })
+                .unwrap_or_default();
             let finding = run
                 .findings
                 .iter()
@@ -239,7 +176,7 @@ pub fn search(
     Ok((
         cells,
         Ceiling {
-            slo: s.slo.text.clone(),
+            slo: s.slo_text.clone(),
             errors: s.errors_text.clone(),
             met_rate: met,
             broke_rate,
@@ -251,41 +188,10 @@ pub fn search(
     ))
 }
 
-/// `p99`, `p99.9`, `max`.
-pub fn label(p: f64) -> String {
-    if p >= 100.0 {
-        "max".to_string()
-    } else {
-        format!("p{p}")
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
     use crate::run::LatencySummary;
-
-    #[test]
-    fn slos_parse_and_bad_ones_say_how() {
-        let s = Slo::parse("p99<200ms").unwrap();
-        assert_eq!(
-            (s.percentile, s.bound_us, s.inclusive),
-            (99.0, 200_000, false)
-        );
-        let s = Slo::parse("p99.9 <= 1s").unwrap();
-        assert_eq!(
-            (s.percentile, s.bound_us, s.inclusive),
-            (99.9, 1_000_000, true)
-        );
-        assert_eq!(Slo::parse("max<500ms").unwrap().percentile, 100.0);
-        for bad in ["p99", "p98<1s", "p99<fast", "latency<1s", ""] {
-            let e = Slo::parse(bad).unwrap_err().to_string();
-            assert!(e.contains("e.g. 'p99<200ms'"), "{bad}: {e}");
-        }
-        assert_eq!(parse_errors("<0.1%").unwrap(), 0.1);
-        assert_eq!(parse_errors("2%").unwrap(), 2.0);
-        assert!(parse_errors("0.1").is_err());
-    }
 
     /// A server of known capacity: below it every request takes 2 ms; above it the
     /// queue grows for the whole load and p99 is seconds.
@@ -310,10 +216,10 @@ mod tests {
     }
 
     fn search_with(capacity: f64, budget_s: u64) -> (Vec<Cell>, Ceiling) {
-        let slo = Slo::parse("p99<200ms").unwrap();
+        let objectives = Objectives::parse("p99<200ms").unwrap();
         let s = Search {
-            slo: &slo,
-            errors_pct: None,
+            objectives: &objectives,
+            slo_text: objectives.text(),
             errors_text: None,
             budget: Duration::from_secs(budget_s),
             pause: Duration::ZERO,
@@ -343,6 +249,45 @@ mod tests {
         for st in &c.steps {
             assert_eq!(cells[st.cell].run.spec.rate, Some(st.rate));
         }
+    }
+
+    /// An error budget is one more objective: a rate whose errors break it is not met.
+    #[test]
+    fn errors_break_a_rate_like_latency() {
+        let objectives = Objectives::parse("p99<200ms,errors<=0.1%").unwrap();
+        let s = Search {
+            objectives: &objectives,
+            slo_text: "p99<200ms".into(),
+            errors_text: Some("<=0.1%".into()),
+            budget: Duration::from_secs(60),
+            pause: Duration::ZERO,
+        };
+        let mut base = crate::sweep::tests::base();
+        base.duration_s = Some(0.0);
+        let mut inner = model(1_000_000.0);
+        let mut m = |spec: &Spec| {
+            let mut run = inner(spec)?;
+            // Past 3,000/s one request in a hundred times out.
+            if spec.rate.unwrap_or(0.0) > 3_000.0 {
+                run.results.errors.timeout = run.results.responses / 100 + 1;
+            }
+            Ok(run)
+        };
+        let (_, c) = search(&base, &s, &mut m, &mut |_| {}, &|| false).unwrap();
+        let met = c.met_rate.unwrap();
+        assert!((3_000.0 / CONVERGED..=3_000.0).contains(&met), "{c:?}");
+        assert!(
+            c.broke_because
+                .as_deref()
+                .unwrap()
+                .starts_with("errors was "),
+            "{c:?}"
+        );
+        assert!(c
+            .broke_because
+            .as_deref()
+            .unwrap()
+            .ends_with("(objective errors<=0.1%)"));
     }
 
     #[test]
