@@ -12,6 +12,7 @@ pub mod gate;
 pub mod lab;
 pub mod merge;
 pub mod pipeline;
+pub mod remote;
 pub mod report;
 pub mod run;
 pub mod slo;

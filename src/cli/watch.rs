@@ -1,6 +1,8 @@
 //! `loadlens watch URL` (hidden; what `run --ray --server-node-resource` starts on the
 //! server's node): the machine watched around a load that other machines send, from
 //! `--start-at` until its standard input closes, the Evidence written as JSON.
+//! `loadlens watch --stdio` (what `run --watch ssh://…` starts there): the same watch
+//! driven by the protocol of `remote::protocol` on standard input and output.
 
 use std::io::Read;
 use std::net::ToSocketAddrs;
@@ -20,7 +22,13 @@ use crate::watch::{Watch, WatchSpec};
 #[derive(Args, Debug)]
 pub struct WatchArgs {
     /// The URL the load is sent to (its port finds the server's listener).
-    url: String,
+    #[arg(required_unless_present = "stdio")]
+    url: Option<String>,
+    /// Speak the watch protocol on standard input and output (`run --watch ssh://…`):
+    /// the URL, interval and profile come in its start message; exits when standard
+    /// input closes, or after --max-duration.
+    #[arg(long, conflicts_with_all = ["url", "start_at", "json"])]
+    stdio: bool,
     /// Start watching a second before this time (seconds since the Unix epoch).
     #[arg(long, value_name = "UNIX_TIME")]
     start_at: Option<f64>,
@@ -28,8 +36,8 @@ pub struct WatchArgs {
     #[arg(long, value_parser = parse_duration, default_value = "10m")]
     max_duration: Duration,
     /// Write the Evidence as JSON to FILE (`-` = stdout).
-    #[arg(long, value_name = "FILE", default_value = "-")]
-    json: String,
+    #[arg(long, value_name = "FILE")]
+    json: Option<String>,
     /// Sampling interval.
     #[arg(long = "sample", value_parser = parse_duration, default_value = "1s")]
     sample: Duration,
@@ -42,7 +50,13 @@ pub struct WatchArgs {
 }
 
 pub fn cmd(a: WatchArgs) -> anyhow::Result<ExitCode> {
-    let url = url::Url::parse(&a.url).with_context(|| format!("invalid URL `{}`", a.url))?;
+    let Some(url) = a.url else {
+        return Ok(match crate::remote::server::serve(a.max_duration)? {
+            crate::remote::server::Ended::Refused => ExitCode::from(2),
+            _ => ExitCode::SUCCESS,
+        });
+    };
+    let url = url::Url::parse(&url).with_context(|| format!("invalid URL `{url}`"))?;
     let host = url
         .host_str()
         .unwrap_or("127.0.0.1")
@@ -75,11 +89,11 @@ pub fn cmd(a: WatchArgs) -> anyhow::Result<ExitCode> {
     let _ = rx.recv_timeout(a.max_duration);
     let evidence = watch.finish();
     let text = serde_json::to_string(&evidence)?;
-    if a.json == "-" {
-        println!("{text}");
-    } else {
-        std::fs::write(PathBuf::from(&a.json), text)
-            .with_context(|| format!("cannot write {}", a.json))?;
+    match a.json.as_deref() {
+        None | Some("-") => println!("{text}"),
+        Some(f) => {
+            std::fs::write(PathBuf::from(f), text).with_context(|| format!("cannot write {f}"))?
+        }
     }
     Ok(ExitCode::SUCCESS)
 }

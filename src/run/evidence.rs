@@ -37,6 +37,46 @@ pub struct Evidence {
     /// of watching (target ≤ 1% at 1 s samples). Discovery before the load is not
     /// included.
     pub sampler_cpu_pct: f64,
+    /// Where the evidence was gathered when not on this machine (`--watch ssh://…`):
+    /// the host, the transport and the clocks. Absent for loadlens's own watch.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub source: Option<EvidenceSource>,
+}
+
+/// A watch on another machine (`--watch ssh://HOST`): where it ran and how its samples
+/// were placed on this machine's clock.
+#[derive(Debug, Clone, Default, Serialize, Deserialize, schemars::JsonSchema, PartialEq)]
+pub struct EvidenceSource {
+    /// How the evidence came: `ssh`.
+    pub transport: String,
+    /// The destination as given (`ssh://user@host:port`).
+    pub destination: String,
+    /// The watched machine's host name (its `/proc/sys/kernel/hostname`).
+    pub hostname: String,
+    /// The remote loadlens's version (the same as this one's: a different one is
+    /// refused).
+    pub remote_version: String,
+    /// The watched machine's clock minus this one's, seconds, NTP-style over the
+    /// channel (the exchange with the shortest round trip, the mean of the one before
+    /// the load and the one after it); subtracted from the remote times.
+    pub clock_offset_s: f64,
+    /// How far `clock_offset_s` may be off, seconds: half the round trip plus half the
+    /// change between the two measurements.
+    pub clock_uncertainty_s: f64,
+    /// Round trip of the best exchange before and after the load, seconds.
+    pub clock_rtt_s: [f64; 2],
+    /// The offset measured before and after the load, seconds.
+    pub clock_offsets_s: [f64; 2],
+    /// The remote watch's start minus the load's start on this machine's clock,
+    /// seconds: what was added to each sample's `t_s`.
+    pub shift_s: f64,
+    /// The remote loadlens process's CPU over the window, percent of one core (its
+    /// sampler, the channel, the encoding; `sampler_cpu_pct` is the sampler alone).
+    pub remote_cpu_pct: f64,
+    /// Bytes the remote watch sent over the channel for this window, and per second
+    /// of it.
+    pub bytes_received: u64,
+    pub bytes_per_s: f64,
 }
 
 /// Read once before the load.

@@ -36,8 +36,8 @@ pub use compare::{
     Change, CompareRow, ComparedRun, Comparison, Verdict, COMPARISON_SCHEMA_VERSION,
 };
 pub use evidence::{
-    CgroupQuota, ConnWindow, Conntrack, CpuPct, Evidence, HostFacts, IfaceRate, OtherProcess,
-    ProcRates, QueueGauge, QueueMax, Sample, Window,
+    CgroupQuota, ConnWindow, Conntrack, CpuPct, Evidence, EvidenceSource, HostFacts, IfaceRate,
+    OtherProcess, ProcRates, QueueGauge, QueueMax, Sample, Window,
 };
 pub use finding::{Fact, Finding, Kind};
 pub use load::{

@@ -199,6 +199,7 @@ pub(super) fn sampler(
         profile,
         offcpu,
         warnings: reader.warnings,
+        source: None,
     }
 }
 

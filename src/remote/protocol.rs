@@ -1,0 +1,264 @@
+//! The watch protocol: what `loadlens run --watch ssh://…` and `loadlens watch --stdio`
+//! say to each other over the SSH channel's standard input and output.
+//!
+//! Framing: one JSON object per line (UTF-8, `\n`-terminated; serde_json never writes a
+//! raw newline inside a value), tagged by `"type"`. JSON lines rather than
+//! length-prefixed frames because the channel also carries the shell's own lines
+//! before the watch starts (the bootstrap marker, a login banner a careless `.bashrc`
+//! prints), which a reader skips by their first byte; the Evidence, the only large
+//! message, is a few hundred KiB even with a profile.
+//!
+//! The exchange, the client always speaking first:
+//!
+//! ```text
+//! client → {"type":"hello","protocol":1,"version":"0.1.0"}
+//! server ← {"type":"hello","protocol":1,"version":"0.1.0","hostname":"web1","arch":"x86_64"}
+//!          (or {"type":"refused","reason":"…"} and the server exits: versions differ,
+//!           no /proc)
+//! client → {"type":"clock","t0":…}            ×N, before the load (NTP's four times)
+//! server ← {"type":"clock","t0":…,"t1":…,"t2":…}
+//! client → {"type":"start","target":"10.0.0.2:80","sample_s":1.0,"profile_hz":null,…}
+//! server ← {"type":"started","at_unix_s":…}   (the `before` snapshot is taken)
+//!          … the load runs …
+//! client → {"type":"stop"}
+//! server ← {"type":"evidence","evidence":{…},"cpu_pct":…}
+//! client → {"type":"clock",…}                 ×N, after the load
+//!          start/stop again for the next repetition, or standard input closes:
+//!          the server finishes any watch and exits.
+//! ```
+//!
+//! A version mismatch is refused in the hello, before any load: the Evidence is
+//! serde's layout of this build's structs, so the two ends must be the same loadlens
+//! (the cache on the server is named by version and hash, so they normally are).
+
+use std::io::{BufRead, Write};
+
+use anyhow::Context;
+use serde::{Deserialize, Serialize};
+
+use crate::run::Evidence;
+
+/// Version of the messages below; a change that an older peer would misread bumps it.
+pub const PROTOCOL: u32 = 1;
+/// This build's version, as the hello carries it.
+pub const VERSION: &str = env!("CARGO_PKG_VERSION");
+/// The bootstrap script's line when the cached binary is missing (see `ssh.rs`).
+pub const MISSING: &str = "loadlens-bootstrap: missing";
+
+/// What the client sends.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+#[serde(tag = "type", rename_all = "snake_case")]
+pub enum ToServer {
+    Hello {
+        protocol: u32,
+        version: String,
+    },
+    /// NTP's originate time: the client's clock when sent, seconds since the epoch.
+    Clock {
+        t0: f64,
+    },
+    Start(StartWatch),
+    Stop,
+}
+
+/// What to watch: the local `WatchSpec`'s fields, as the server needs them.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+pub struct StartWatch {
+    /// The address the load is sent to (its port finds the server's listener).
+    pub target: String,
+    pub sample_s: f64,
+    pub profile_hz: Option<u64>,
+    /// Watch where the server's threads slept (with the profile; `--no-offcpu`).
+    #[serde(default)]
+    pub offcpu: bool,
+    #[serde(default)]
+    pub server_names: Vec<String>,
+    #[serde(default)]
+    pub server_pids: Vec<i32>,
+}
+
+/// What the server sends.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(tag = "type", rename_all = "snake_case")]
+pub enum ToClient {
+    Hello {
+        protocol: u32,
+        version: String,
+        hostname: String,
+        arch: String,
+    },
+    /// The hello was refused (versions, no /proc); the server exits after it.
+    Refused { reason: String },
+    /// NTP's receive (`t1`) and transmit (`t2`) times on the server's clock.
+    Clock { t0: f64, t1: f64, t2: f64 },
+    /// The watch took its `before` snapshot at this time, server's clock.
+    Started { at_unix_s: f64 },
+    Evidence {
+        evidence: Box<Evidence>,
+        /// The server's loadlens process's CPU from start to stop, percent of a core.
+        cpu_pct: f64,
+    },
+    /// A message the server could not act on (e.g. a start while watching).
+    Error { message: String },
+}
+
+/// Now, in seconds since the Unix epoch (the clock the exchanges compare).
+pub fn unix_now() -> f64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.as_secs_f64())
+        .unwrap_or(0.0)
+}
+
+/// Writes one message as a line and flushes it; returns the bytes written.
+pub fn send<T: Serialize>(out: &mut impl Write, msg: &T) -> anyhow::Result<u64> {
+    let mut line = serde_json::to_vec(msg)?;
+    line.push(b'\n');
+    out.write_all(&line)?;
+    out.flush()?;
+    Ok(line.len() as u64)
+}
+
+/// The next line, without its newline; `None` at the end of the stream.
+pub fn read_line(input: &mut impl BufRead) -> anyhow::Result<Option<String>> {
+    let mut line = String::new();
+    if input
+        .read_line(&mut line)
+        .context("cannot read the channel")?
+        == 0
+    {
+        return Ok(None);
+    }
+    Ok(Some(line.trim_end_matches(['\n', '\r']).to_string()))
+}
+
+/// Whether a line is a message (a JSON object), not a shell's chatter.
+pub fn is_message(line: &str) -> bool {
+    line.starts_with('{')
+}
+
+/// The refusal (naming both sides) when a peer's hello does not match this build.
+pub fn mismatch(protocol: u32, version: &str, peer: &str) -> Option<String> {
+    (protocol != PROTOCOL || version != VERSION).then(|| {
+        format!(
+            "loadlens versions differ: this side is loadlens {VERSION} (protocol {PROTOCOL}), the {peer} is loadlens {version} (protocol {protocol}) — run the same build on both"
+        )
+    })
+}
+
+/// One NTP exchange: the client sent at `t0`, the server received at `t1` and replied
+/// at `t2` (its clock), the client received at `t3` (RFC 5905 §8).
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct ClockSample {
+    pub t0: f64,
+    pub t1: f64,
+    pub t2: f64,
+    pub t3: f64,
+}
+
+impl ClockSample {
+    /// The server's clock minus the client's, assuming the two legs take as long.
+    pub fn offset_s(&self) -> f64 {
+        ((self.t1 - self.t0) + (self.t2 - self.t3)) / 2.0
+    }
+
+    /// The round trip, without the server's own time between receive and reply.
+    pub fn rtt_s(&self) -> f64 {
+        ((self.t3 - self.t0) - (self.t2 - self.t1)).max(0.0)
+    }
+}
+
+/// Of several exchanges, the one with the shortest round trip: its offset is the least
+/// disturbed by queueing on either leg (NTP's clock filter keeps the same one).
+pub fn best(samples: &[ClockSample]) -> Option<ClockSample> {
+    samples
+        .iter()
+        .copied()
+        .min_by(|a, b| a.rtt_s().total_cmp(&b.rtt_s()))
+}
+
+/// The offset to apply and its uncertainty from the best exchange before and after the
+/// load: their mean, ± half the larger round trip plus half their difference (drift).
+pub fn combine(before: ClockSample, after: ClockSample) -> (f64, f64) {
+    let (a, b) = (before.offset_s(), after.offset_s());
+    let offset = (a + b) / 2.0;
+    let uncertainty = before.rtt_s().max(after.rtt_s()) / 2.0 + (a - b).abs() / 2.0;
+    (offset, uncertainty)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn offset_and_round_trip_of_a_symmetric_exchange() {
+        // Server 5 s ahead; 10 ms each way; 2 ms in the server.
+        let s = ClockSample {
+            t0: 100.0,
+            t1: 105.010,
+            t2: 105.012,
+            t3: 100.022,
+        };
+        assert!((s.offset_s() - 5.0).abs() < 1e-9);
+        assert!((s.rtt_s() - 0.020).abs() < 1e-9);
+    }
+
+    #[test]
+    fn the_shortest_round_trip_wins_and_drift_widens_the_uncertainty() {
+        let slow = ClockSample {
+            t0: 0.0,
+            t1: 1.1,
+            t2: 1.1,
+            t3: 0.2,
+        };
+        let fast = ClockSample {
+            t0: 0.0,
+            t1: 1.01,
+            t2: 1.01,
+            t3: 0.02,
+        };
+        assert_eq!(best(&[slow, fast]), Some(fast));
+        let later = ClockSample {
+            t0: 10.0,
+            t1: 11.03,
+            t2: 11.03,
+            t3: 10.02,
+        };
+        let (off, unc) = combine(fast, later);
+        assert!((off - 1.01).abs() < 1e-9, "{off}");
+        // Half the round trip (10 ms) plus half the drift (10 ms).
+        assert!((unc - 0.02).abs() < 1e-9, "{unc}");
+    }
+
+    #[test]
+    fn messages_are_single_json_lines_with_a_type() {
+        let mut out = Vec::new();
+        send(
+            &mut out,
+            &ToServer::Start(StartWatch {
+                target: "10.0.0.2:80".into(),
+                sample_s: 1.0,
+                profile_hz: Some(99),
+                offcpu: true,
+                server_names: vec!["a\nb".into()],
+                server_pids: vec![],
+            }),
+        )
+        .unwrap();
+        let text = String::from_utf8(out).unwrap();
+        assert_eq!(text.matches('\n').count(), 1, "{text}");
+        assert!(text.starts_with("{\"type\":\"start\""), "{text}");
+        let back: ToServer = serde_json::from_str(text.trim_end()).unwrap();
+        assert!(matches!(back, ToServer::Start(s) if s.server_names == ["a\nb"]));
+        let stop: ToServer = serde_json::from_str(r#"{"type":"stop"}"#).unwrap();
+        assert_eq!(stop, ToServer::Stop);
+    }
+
+    #[test]
+    fn a_mismatch_names_both_versions() {
+        assert_eq!(mismatch(PROTOCOL, VERSION, "server"), None);
+        let m = mismatch(PROTOCOL, "0.0.1", "server").unwrap();
+        assert!(m.contains(VERSION) && m.contains("0.0.1"), "{m}");
+        assert!(mismatch(PROTOCOL + 1, VERSION, "client").is_some());
+    }
+}

@@ -1,0 +1,217 @@
+//! `loadlens watch --stdio`: the server's side of the watch protocol. The same local
+//! watch (`Watch`) the client runs on its own machine, driven by messages on standard
+//! input, its Evidence written on standard output.
+//!
+//! It never outlives its client: when standard input closes (ssh's channel closed, the
+//! client exited or was killed) it finishes any watch and exits; `max_duration` bounds
+//! it even if the channel stays open but silent.
+
+use std::io::{BufReader, Write};
+use std::net::SocketAddr;
+use std::sync::mpsc::{self, RecvTimeoutError};
+use std::time::{Duration, Instant};
+
+use super::protocol::unix_now;
+use super::protocol::{self, ToClient, ToServer, PROTOCOL, VERSION};
+use crate::watch::discover::Hints;
+use crate::watch::{Watch, WatchSpec};
+
+/// What the reader thread hands the loop.
+enum Input {
+    Msg(ToServer),
+    Bad(String),
+    Closed,
+}
+
+/// How the session ended.
+#[derive(Debug, PartialEq, Eq)]
+pub enum Ended {
+    /// Standard input closed (the normal end).
+    Closed,
+    /// `max_duration` passed with the channel still open.
+    TimedOut,
+    /// The hello was refused (versions, no /proc): nothing was watched.
+    Refused,
+}
+
+/// Serves one client on standard input/output until it closes them.
+pub fn serve(max_duration: Duration) -> anyhow::Result<Ended> {
+    let (tx, rx) = mpsc::channel();
+    // The reader is a thread so the loop can bound its waits; it ends with stdin.
+    std::thread::spawn(move || {
+        let mut input = BufReader::new(std::io::stdin().lock());
+        loop {
+            let msg = match protocol::read_line(&mut input) {
+                Ok(Some(line)) => match serde_json::from_str::<ToServer>(&line) {
+                    Ok(m) => Input::Msg(m),
+                    Err(e) => Input::Bad(format!("not a message ({e}): {line:.80}")),
+                },
+                Ok(None) | Err(_) => Input::Closed,
+            };
+            let closed = matches!(msg, Input::Closed);
+            if tx.send(msg).is_err() || closed {
+                return;
+            }
+        }
+    });
+    let mut out = std::io::stdout().lock();
+    let deadline = Instant::now() + max_duration;
+    let mut greeted = false;
+    let mut watching: Option<(Watch, ProcessCpu)> = None;
+    let ended = loop {
+        let input = match rx.recv_timeout(deadline.saturating_duration_since(Instant::now())) {
+            Ok(i) => i,
+            Err(RecvTimeoutError::Timeout) => break Ended::TimedOut,
+            Err(RecvTimeoutError::Disconnected) => break Ended::Closed,
+        };
+        let reply = match input {
+            Input::Closed => break Ended::Closed,
+            Input::Bad(message) => ToClient::Error { message },
+            Input::Msg(ToServer::Hello { protocol, version }) => {
+                if let Some(reason) = refusal(protocol, &version) {
+                    protocol::send(&mut out, &ToClient::Refused { reason })?;
+                    break Ended::Refused;
+                }
+                greeted = true;
+                ToClient::Hello {
+                    protocol: PROTOCOL,
+                    version: VERSION.into(),
+                    hostname: hostname(),
+                    arch: machine(),
+                }
+            }
+            Input::Msg(_) if !greeted => {
+                let reason = "the first message must be a hello".to_string();
+                protocol::send(&mut out, &ToClient::Refused { reason })?;
+                break Ended::Refused;
+            }
+            Input::Msg(ToServer::Clock { t0 }) => {
+                let t1 = unix_now();
+                ToClient::Clock {
+                    t0,
+                    t1,
+                    t2: unix_now(),
+                }
+            }
+            Input::Msg(ToServer::Start(_)) if watching.is_some() => ToClient::Error {
+                message: "a watch is already running: stop it first".into(),
+            },
+            Input::Msg(ToServer::Start(s)) => match s.target.parse::<SocketAddr>() {
+                Ok(target) => {
+                    let cpu = ProcessCpu::now();
+                    let watch = Watch::start(WatchSpec {
+                        interval: Duration::from_secs_f64(s.sample_s.max(0.1)),
+                        target,
+                        hints: Hints {
+                            pids: s.server_pids,
+                            names: s.server_names,
+                        },
+                        profile_hz: s.profile_hz,
+                        offcpu: s.offcpu,
+                    });
+                    // `start` returns once the `before` snapshot is taken.
+                    let at_unix_s = unix_now();
+                    watching = Some((watch, cpu));
+                    ToClient::Started { at_unix_s }
+                }
+                Err(e) => ToClient::Error {
+                    message: format!("bad target address `{}`: {e}", s.target),
+                },
+            },
+            Input::Msg(ToServer::Stop) => match watching.take() {
+                Some((watch, cpu)) => {
+                    let evidence = watch.finish();
+                    let cpu_pct = cpu.busy_pct_since();
+                    ToClient::Evidence {
+                        evidence: Box::new(evidence),
+                        cpu_pct,
+                    }
+                }
+                None => ToClient::Error {
+                    message: "stop without a start".into(),
+                },
+            },
+        };
+        // A closed channel ends the session like a closed stdin.
+        if protocol::send(&mut out, &reply).is_err() {
+            break Ended::Closed;
+        }
+    };
+    // The sampler and the profiler's threads end with the watch, not with the process.
+    if let Some((watch, _)) = watching {
+        drop(watch.finish());
+    }
+    let _ = out.flush();
+    Ok(ended)
+}
+
+/// Why this side will not watch for that client: versions, or no /proc to read.
+fn refusal(protocol: u32, version: &str) -> Option<String> {
+    if let Some(m) = protocol::mismatch(protocol, version, "client") {
+        return Some(format!("on {}: {m}", hostname()));
+    }
+    if let Err(e) = std::fs::read_to_string("/proc/stat") {
+        return Some(format!(
+            "cannot read /proc/stat on {} ({e}): the watch reads the machine through /proc — mount it (a container needs the host's /proc or --pid=host) or run the watch where it is readable",
+            hostname()
+        ));
+    }
+    None
+}
+
+/// This machine's host name.
+pub fn hostname() -> String {
+    std::fs::read_to_string("/proc/sys/kernel/hostname")
+        .map(|s| s.trim().to_string())
+        .unwrap_or_else(|_| "unknown".into())
+}
+
+/// The machine's architecture as `uname -m` names it (the bootstrap compares them).
+pub fn machine() -> String {
+    // SAFETY: uname fills the struct it is given; its fields are NUL-terminated.
+    let mut u: libc::utsname = unsafe { std::mem::zeroed() };
+    if unsafe { libc::uname(&mut u) } != 0 {
+        return std::env::consts::ARCH.into();
+    }
+    let bytes: Vec<u8> = u
+        .machine
+        .iter()
+        .take_while(|&&c| c != 0)
+        .map(|&c| c as u8)
+        .collect();
+    String::from_utf8_lossy(&bytes).into_owned()
+}
+
+/// The whole process's CPU time (all threads: sampler, profiler, this loop) at a point.
+struct ProcessCpu {
+    cpu_s: f64,
+    at: Instant,
+}
+
+impl ProcessCpu {
+    fn now() -> ProcessCpu {
+        ProcessCpu {
+            cpu_s: process_cpu_s(),
+            at: Instant::now(),
+        }
+    }
+
+    /// CPU used since, percent of one core.
+    fn busy_pct_since(&self) -> f64 {
+        let wall = self.at.elapsed().as_secs_f64();
+        if wall <= 0.0 {
+            return 0.0;
+        }
+        (process_cpu_s() - self.cpu_s) / wall * 100.0
+    }
+}
+
+fn process_cpu_s() -> f64 {
+    // SAFETY: getrusage fills the struct it is given.
+    let mut r: libc::rusage = unsafe { std::mem::zeroed() };
+    if unsafe { libc::getrusage(libc::RUSAGE_SELF, &mut r) } != 0 {
+        return 0.0;
+    }
+    let tv = |t: libc::timeval| t.tv_sec as f64 + t.tv_usec as f64 / 1e6;
+    tv(r.ru_utime) + tv(r.ru_stime)
+}
