@@ -11,7 +11,8 @@ use std::sync::Arc;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use crate::engine::{self, Progress};
-use crate::run::{LoadResults, Repetition, Run, SCHEMA_VERSION};
+use crate::remote::{Session, Watching};
+use crate::run::{Evidence, LoadResults, Repetition, Run, SCHEMA_VERSION};
 use crate::spec::{Spec, Target};
 use crate::watch::{Watch, WatchSpec};
 
@@ -24,6 +25,9 @@ pub struct Job<'a> {
     pub body: &'a [u8],
     /// How to watch the machine; `None` = `--no-watch`.
     pub watch: Option<WatchSpec>,
+    /// `--watch ssh://…`: the watch runs on the server's machine, through this
+    /// session, instead of on this one.
+    pub remote: Option<&'a Session>,
     /// `--start-at`: the first request is due at this time (seconds since the Unix
     /// epoch), so segments on several machines start together.
     pub start_at: Option<f64>,
@@ -41,14 +45,22 @@ pub fn measure(
     if let Some(at) = job.start_at {
         wait_until(at - WATCH_LEAD_S, &stop);
     }
-    let watch = job.watch.clone().map(Watch::start);
+    let watch = match (&job.watch, job.remote) {
+        (Some(spec), Some(session)) => Some(Around::There(session, session.start(spec)?)),
+        (Some(spec), None) => Some(Around::Here(Watch::start(spec.clone()))),
+        (None, _) => None,
+    };
     if let Some(at) = job.start_at {
         wait_until(at, &stop);
     }
     let started_unix_s = unix_now();
     let outcome = engine::run(job.spec, job.target, job.addr, job.body, stop, progress);
     // The watch ends even when the load failed, so its thread never outlives the run.
-    let evidence = watch.map(Watch::finish);
+    let (evidence, lost) = match watch.map(|w| w.finish(started_unix_s)) {
+        Some(Ok(e)) => (Some(e), None),
+        Some(Err(e)) => (None, Some(format!("{e:#}"))),
+        None => (None, None),
+    };
     let outcome = outcome?;
     let mut run = Run {
         schema_version: SCHEMA_VERSION,
@@ -59,7 +71,7 @@ pub fn measure(
         results: outcome.results,
         client: outcome.client,
         evidence,
-        warnings: Vec::new(),
+        warnings: lost.into_iter().collect(),
         findings: Vec::new(),
         repetitions: Vec::new(),
         interrupted: None,
@@ -70,6 +82,25 @@ pub fn measure(
     };
     run.findings = crate::diagnose::diagnose(&run);
     Ok(run)
+}
+
+/// The watch around one load: on this machine, or on the server's over a session.
+enum Around<'a> {
+    Here(Watch),
+    There(&'a Session, Watching),
+}
+
+impl Around<'_> {
+    /// The evidence, its samples at the load's start (`started_unix_s`); an error when
+    /// the remote watch was lost (the load's results stand without it).
+    fn finish(self, started_unix_s: f64) -> anyhow::Result<Evidence> {
+        match self {
+            Around::Here(w) => Ok(w.finish()),
+            Around::There(session, w) => session
+                .finish(w, started_unix_s)
+                .map_err(|e| e.context("the remote watch was lost: no evidence for this load")),
+        }
+    }
 }
 
 /// How long before an agreed start (`--start-at`) the watch starts.

@@ -68,6 +68,8 @@ complete -c loadlens -n "__fish_loadlens_using_subcommand run" -l max-concurrent
 complete -c loadlens -n "__fish_loadlens_using_subcommand run" -l io -d 'Socket I/O of the workers: io_uring (one system call per loop for all connections; plain-text HTTP/1.1) or epoll. Default: io_uring where the kernel allows it, else epoll' -r -f -a "auto\t''
 uring\t''
 epoll\t''"
+complete -c loadlens -n "__fish_loadlens_using_subcommand run" -l watch -d 'Watch the server on its own machine, over the system ssh (your config, agent and keys): loadlens copies itself there when that build is missing (~/.cache/loadlens/) and runs `loadlens watch --stdio`, e.g. ssh://root@10.0.0.2' -r
+complete -c loadlens -n "__fish_loadlens_using_subcommand run" -l ssh-command -d 'The ssh program and its options for --watch ssh:// (like rsync\'s -e), e.g. \'ssh -i KEY -o ProxyJump=bastion\'; BatchMode is added: no prompts' -r
 complete -c loadlens -n "__fish_loadlens_using_subcommand run" -l sample -d 'Sampling interval of the watch, e.g. 1s, 100ms' -r
 complete -c loadlens -n "__fish_loadlens_using_subcommand run" -l server-pid -d 'The server\'s process id (repeatable); its children are watched too. Needed when the server runs in another network namespace' -r
 complete -c loadlens -n "__fish_loadlens_using_subcommand run" -l server-name -d 'Watch the processes with this command name (repeatable), e.g. nginx, php-fpm8.2' -r
@@ -119,6 +121,8 @@ complete -c loadlens -n "__fish_loadlens_using_subcommand sweep" -l max-concurre
 complete -c loadlens -n "__fish_loadlens_using_subcommand sweep" -l io -d 'Socket I/O of the workers: io_uring (one system call per loop for all connections; plain-text HTTP/1.1) or epoll. Default: io_uring where the kernel allows it, else epoll' -r -f -a "auto\t''
 uring\t''
 epoll\t''"
+complete -c loadlens -n "__fish_loadlens_using_subcommand sweep" -l watch -d 'Watch the server on its own machine, over the system ssh (your config, agent and keys): loadlens copies itself there when that build is missing (~/.cache/loadlens/) and runs `loadlens watch --stdio`, e.g. ssh://root@10.0.0.2' -r
+complete -c loadlens -n "__fish_loadlens_using_subcommand sweep" -l ssh-command -d 'The ssh program and its options for --watch ssh:// (like rsync\'s -e), e.g. \'ssh -i KEY -o ProxyJump=bastion\'; BatchMode is added: no prompts' -r
 complete -c loadlens -n "__fish_loadlens_using_subcommand sweep" -l sample -d 'Sampling interval of the watch, e.g. 1s, 100ms' -r
 complete -c loadlens -n "__fish_loadlens_using_subcommand sweep" -l server-pid -d 'The server\'s process id (repeatable); its children are watched too. Needed when the server runs in another network namespace' -r
 complete -c loadlens -n "__fish_loadlens_using_subcommand sweep" -l server-name -d 'Watch the processes with this command name (repeatable), e.g. nginx, php-fpm8.2' -r
@@ -152,6 +156,7 @@ complete -c loadlens -n "__fish_loadlens_using_subcommand watch" -l json -d 'Wri
 complete -c loadlens -n "__fish_loadlens_using_subcommand watch" -l sample -d 'Sampling interval' -r
 complete -c loadlens -n "__fish_loadlens_using_subcommand watch" -l server-name -d 'Watch the processes with this command name (repeatable)' -r
 complete -c loadlens -n "__fish_loadlens_using_subcommand watch" -l profile-hz -d 'Profile the server at this many samples per second' -r
+complete -c loadlens -n "__fish_loadlens_using_subcommand watch" -l stdio -d 'Speak the watch protocol on standard input and output (`run --watch ssh://…`): the URL, interval and profile come in its start message; exits when standard input closes, or after --max-duration'
 complete -c loadlens -n "__fish_loadlens_using_subcommand watch" -s h -l help -d 'Print help'
 complete -c loadlens -n "__fish_loadlens_using_subcommand watch" -s V -l version -d 'Print version'
 complete -c loadlens -n "__fish_loadlens_using_subcommand man" -s h -l help -d 'Print help'

@@ -12,6 +12,7 @@ use std::time::Duration;
 use anyhow::Context;
 use clap::Args;
 
+use crate::remote::Session;
 use crate::spec::Spec;
 use crate::units::parse_duration;
 use crate::watch::discover::Hints;
@@ -55,6 +56,19 @@ pub struct LoadFlags {
     /// Do not watch the machine (CPU, network, TCP counters, server processes).
     #[arg(long)]
     pub no_watch: bool,
+    /// Watch the server on its own machine, over the system ssh (your config, agent
+    /// and keys): loadlens copies itself there when that build is missing
+    /// (~/.cache/loadlens/) and runs `loadlens watch --stdio`, e.g. ssh://root@10.0.0.2.
+    #[arg(
+        long = "watch",
+        value_name = "ssh://[user@]host[:port]",
+        conflicts_with = "no_watch"
+    )]
+    pub watch_ssh: Option<String>,
+    /// The ssh program and its options for --watch ssh:// (like rsync's -e), e.g.
+    /// 'ssh -i KEY -o ProxyJump=bastion'; BatchMode is added: no prompts.
+    #[arg(long, value_name = "COMMAND", requires = "watch_ssh")]
+    pub ssh_command: Option<String>,
     /// Sampling interval of the watch, e.g. 1s, 100ms.
     #[arg(long = "sample", value_parser = parse_duration, allow_hyphen_values = true, default_value = "1s")]
     pub sample: Duration,
@@ -180,6 +194,25 @@ impl LoadFlags {
             profile_hz: self.profile.then_some(self.profile_hz),
             offcpu: self.profile && !self.no_offcpu,
         })
+    }
+}
+
+impl LoadFlags {
+    /// With `--watch ssh://…`, the channel to the server's watch, open and checked
+    /// (before any load); the remote watch ends by itself after `guard` at the latest.
+    pub fn remote(&self, guard: Duration, quiet: bool) -> anyhow::Result<Option<Session>> {
+        let Some(dest) = &self.watch_ssh else {
+            return Ok(None);
+        };
+        let session = Session::open(dest, self.ssh_command.as_deref(), guard)?;
+        if let (Some(bytes), false) = (session.uploaded_bytes, quiet) {
+            eprintln!(
+                "note: copied this loadlens ({}) to {} (~/.cache/loadlens/, once per build)",
+                crate::units::fmt_bytes(bytes as f64),
+                session.hostname()
+            );
+        }
+        Ok(Some(session))
     }
 }
 

@@ -161,6 +161,9 @@ pub(super) fn prepare(a: &mut RunArgs) -> anyhow::Result<(Vec<u8>, Spec)> {
     if a.ray.address.is_some() && (a.segment.is_some() || a.start_at.is_some()) {
         anyhow::bail!("--ray places the segments itself: drop --segment and --start-at");
     }
+    if a.ray.address.is_some() && a.load.watch_ssh.is_some() {
+        anyhow::bail!("--ray watches the server with --server-node-resource: drop --watch");
+    }
     if a.flamegraph.is_some() {
         a.load.profile = true;
     }
@@ -198,6 +201,9 @@ pub fn cmd(mut a: RunArgs) -> anyhow::Result<ExitCode> {
         outputs.push(Output::new(Text { latency: a.latency }, Dest::Stdout));
     }
 
+    let remote = a
+        .load
+        .remote(remote_guard(&spec, a.repeat, a.pause), !text)?;
     let stop = stop_on_signals()?;
     let mut progress = LiveLine::new(text && std::io::stderr().is_terminal(), &spec);
     let job = pipeline::Job {
@@ -206,6 +212,7 @@ pub fn cmd(mut a: RunArgs) -> anyhow::Result<ExitCode> {
         addr,
         body: &body,
         watch: a.load.watch(addr),
+        remote: remote.as_ref(),
         start_at: a.start_at,
     };
     let bar = progress.bar();
@@ -243,6 +250,16 @@ pub fn cmd(mut a: RunArgs) -> anyhow::Result<ExitCode> {
         }
     }
     a.ci.finish(&run)
+}
+
+/// How long a remote watch may live at most: the loads with their pauses and ten
+/// minutes to spare, or six hours for a load bounded by a count only.
+fn remote_guard(spec: &Spec, repeat: u32, pause: Duration) -> Duration {
+    let spare = Duration::from_secs(600);
+    match spec.duration_s {
+        Some(d) => (Duration::from_secs_f64(d) + pause) * repeat.max(1) + spare,
+        None => Duration::from_secs(6 * 3600),
+    }
 }
 
 #[derive(Args, Debug, Default)]

@@ -171,6 +171,8 @@ pub fn cmd(a: SweepArgs) -> anyhow::Result<ExitCode> {
         spec.target()?.probe(spec.timeout())?;
     }
     let outputs = outputs(&a)?;
+    // One channel to the server's watch for every cell; a day at most.
+    let remote = a.load.remote(Duration::from_secs(24 * 3600), a.quiet)?;
 
     let stop = stop_on_signals()?;
     let bar = (!a.quiet && std::io::stderr().is_terminal()).then(|| {
@@ -194,6 +196,7 @@ pub fn cmd(a: SweepArgs) -> anyhow::Result<ExitCode> {
             addr,
             body: &body,
             watch: a.load.watch(addr),
+            remote: remote.as_ref(),
             start_at: None,
         };
         pipeline::measure_repeated(

@@ -1,8 +1,16 @@
-//! The watch on another machine: the same local watch (`watch::Watch`) run there by
-//! `loadlens watch --stdio`, spoken to in a framed, versioned protocol.
+//! The watch on another machine (`run --watch ssh://[user@]host[:port]`): the same
+//! local watch (`watch::Watch`) run there by `loadlens watch --stdio`, spoken to over
+//! the system `ssh` in a framed, versioned protocol, its Evidence placed on this
+//! machine's clock and marked with where it came from (`Evidence::source`).
 //!
 //! Files: [`protocol`] (the messages, their framing, the clock arithmetic), [`server`]
-//! (`watch --stdio`: the server's side).
+//! (`watch --stdio`: the server's side), [`ssh`] (the ssh command line, the remote
+//! scripts, copying the build there, what ssh's failures mean), [`session`] (the
+//! client's side: one channel for every load of a command).
 
 pub mod protocol;
 pub mod server;
+pub mod session;
+pub mod ssh;
+
+pub use session::{Session, Watching};

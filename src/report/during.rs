@@ -34,6 +34,19 @@ pub fn render(e: &Evidence) -> String {
         crate::units::fmt_duration(std::time::Duration::from_secs_f64(e.sample_interval_s)),
         e.topology.summary
     );
+    if let Some(s) = &e.source {
+        let _ = writeln!(
+            o,
+            "  watched over {} on {} ({}): clock offset {:+.1}ms ± {:.1}ms; the remote watch used {:.1}% of a core, sent {}/s",
+            s.transport,
+            s.hostname,
+            s.destination,
+            s.clock_offset_s * 1e3,
+            s.clock_uncertainty_s * 1e3,
+            s.remote_cpu_pct,
+            fmt_bytes(s.bytes_per_s)
+        );
+    }
     if !w.cpus.is_empty() {
         // Every share /proc/stat has, so a row sums to 100%: time blocked on disk
         // (iowait) and taken by the hypervisor (steal) are where a CPU's time went too.

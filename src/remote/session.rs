@@ -1,0 +1,405 @@
+//! The client's side of a watch over ssh: one `ssh HOST loadlens watch --stdio` kept
+//! open for every load of the command (so `--repeat` and `sweep` open it once), the
+//! hello and clock exchanges, a start and a stop around each load, and the Evidence it
+//! returns placed on this machine's clock.
+//!
+//! ssh runs in its own process group: the terminal's Ctrl-C goes to loadlens alone,
+//! which ends the load, asks for the evidence, then closes the channel. When loadlens
+//! dies instead, the pipe to ssh's standard input closes, ssh closes the channel, and
+//! the remote watch exits on its closed standard input: nothing outlives the run but
+//! the cached build.
+
+use std::io::{BufReader, Read};
+use std::os::unix::process::CommandExt;
+use std::path::Path;
+use std::process::{Child, ChildStdin, Stdio};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::mpsc::{self, Receiver};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use anyhow::{bail, Context};
+
+use super::protocol::unix_now;
+use super::protocol::{
+    self, best, combine, ClockSample, StartWatch, ToClient, ToServer, MISSING, PROTOCOL, VERSION,
+};
+use super::server::machine;
+use super::ssh::{build_hash, failure, upload, watch_script, Destination, Ssh};
+use crate::run::{Evidence, EvidenceSource};
+use crate::watch::WatchSpec;
+
+/// Clock exchanges at each end of a load (the shortest round trip is kept).
+const CLOCK_ROUNDS: usize = 8;
+/// The longest wait for ssh to connect and the server to answer the hello.
+const HELLO_WAIT: Duration = Duration::from_secs(120);
+/// The longest wait for any other reply (discovery, `nginx -T`, the Evidence).
+const REPLY_WAIT: Duration = Duration::from_secs(120);
+
+/// An open channel to a remote watch.
+pub struct Session {
+    dest: Destination,
+    hostname: String,
+    /// `Some(bytes)` when this session copied the build to the server first.
+    pub uploaded_bytes: Option<u64>,
+    inner: Mutex<Channel>,
+}
+
+struct Channel {
+    dest: Destination,
+    child: Child,
+    stdin: Option<ChildStdin>,
+    lines: Receiver<String>,
+    bytes: Arc<AtomicU64>,
+    stderr: Arc<Mutex<String>>,
+}
+
+/// A watch running on the server: what finishing it needs.
+pub struct Watching {
+    clock_before: ClockSample,
+    started_remote_unix_s: f64,
+    bytes_at_start: u64,
+}
+
+impl Session {
+    /// Connects, puts this build on the server if it is not there, and exchanges the
+    /// hello; every failure is one line saying why, before any load.
+    /// `max_duration` bounds the remote watch whatever happens to the channel.
+    pub fn open(
+        destination: &str,
+        ssh_command: Option<&str>,
+        max_duration: Duration,
+    ) -> anyhow::Result<Session> {
+        let dest = Destination::parse(destination)?;
+        let ssh = Ssh::new(dest.clone(), ssh_command)?;
+        // The running build, even if its file was replaced since it started.
+        let exe = Path::new("/proc/self/exe");
+        let hash = build_hash(exe)?;
+        let script = watch_script(&hash, max_duration.as_secs().max(1));
+        let mut uploaded_bytes = None;
+        for attempt in 0..2 {
+            let mut ch = Channel::spawn(&ssh, &script)?;
+            match ch.hello()? {
+                Ok(hostname) => {
+                    return Ok(Session {
+                        dest,
+                        hostname,
+                        uploaded_bytes,
+                        inner: Mutex::new(ch),
+                    })
+                }
+                Err(arch) => {
+                    ch.close();
+                    let here = machine();
+                    if arch != here {
+                        bail!(
+                            "{} is {arch} and this loadlens is built for {here}: it cannot watch there — run a loadlens built for {arch} on it (`loadlens watch --stdio` is what --watch starts)",
+                            dest.host
+                        );
+                    }
+                    if attempt > 0 {
+                        bail!(
+                            "loadlens was copied to {} but is not found there afterwards: are $LOADLENS_CACHE_DIR or $HOME/.cache writable and the same for every session?",
+                            dest.host
+                        );
+                    }
+                    upload(&ssh, exe, &hash)?;
+                    uploaded_bytes = Some(std::fs::metadata(exe)?.len());
+                }
+            }
+        }
+        unreachable!("the second attempt returns or fails")
+    }
+
+    /// Starts the watch on the server (after measuring the clocks); returns once its
+    /// `before` snapshot is taken.
+    pub fn start(&self, spec: &WatchSpec) -> anyhow::Result<Watching> {
+        let mut ch = self.inner.lock().unwrap_or_else(|e| e.into_inner());
+        let clock_before = ch.clock()?;
+        ch.send(&ToServer::Start(StartWatch {
+            target: spec.target.to_string(),
+            sample_s: spec.interval.as_secs_f64(),
+            profile_hz: spec.profile_hz,
+            offcpu: spec.offcpu,
+            server_names: spec.hints.names.clone(),
+            server_pids: spec.hints.pids.clone(),
+        }))?;
+        match ch.reply(REPLY_WAIT)? {
+            ToClient::Started { at_unix_s } => Ok(Watching {
+                clock_before,
+                started_remote_unix_s: at_unix_s,
+                bytes_at_start: ch.bytes.load(Ordering::Relaxed),
+            }),
+            other => bail!(
+                "the watch on {} did not start: {}",
+                self.dest.host,
+                said(other)
+            ),
+        }
+    }
+
+    /// Stops the watch and returns its Evidence, its samples placed on this machine's
+    /// clock with the load's start (`load_started_unix_s`) at 0, and its source.
+    pub fn finish(&self, w: Watching, load_started_unix_s: f64) -> anyhow::Result<Evidence> {
+        let mut ch = self.inner.lock().unwrap_or_else(|e| e.into_inner());
+        ch.send(&ToServer::Stop)?;
+        let (mut ev, cpu_pct) = match ch.reply(REPLY_WAIT)? {
+            ToClient::Evidence { evidence, cpu_pct } => (*evidence, cpu_pct),
+            other => bail!("no evidence from {}: {}", self.dest.host, said(other)),
+        };
+        let bytes = ch.bytes.load(Ordering::Relaxed) - w.bytes_at_start;
+        let clock_after = ch.clock()?;
+        let (offset, uncertainty) = combine(w.clock_before, clock_after);
+        // The remote watch's t_s = 0 on this machine's clock, relative to the load.
+        let shift = (w.started_remote_unix_s - offset) - load_started_unix_s;
+        for s in &mut ev.samples {
+            s.t_s += shift;
+        }
+        if let Some(o) = &mut ev.offcpu {
+            for s in &mut o.stalls {
+                s.t_s += shift;
+            }
+        }
+        // The load generator is not on that machine: its CPUs and cgroup there are the
+        // watch's own, not the client's.
+        ev.host.loadgen_cpus.clear();
+        ev.host.cgroup_cpu_max = None;
+        let window_s = ev.window.duration_s;
+        ev.source = Some(EvidenceSource {
+            transport: "ssh".into(),
+            destination: self.dest.text.clone(),
+            hostname: self.hostname.clone(),
+            remote_version: VERSION.into(),
+            clock_offset_s: offset,
+            clock_uncertainty_s: uncertainty,
+            clock_rtt_s: [w.clock_before.rtt_s(), clock_after.rtt_s()],
+            clock_offsets_s: [w.clock_before.offset_s(), clock_after.offset_s()],
+            shift_s: shift,
+            remote_cpu_pct: cpu_pct,
+            bytes_received: bytes,
+            bytes_per_s: if window_s > 0.0 {
+                bytes as f64 / window_s
+            } else {
+                0.0
+            },
+        });
+        Ok(ev)
+    }
+
+    /// The server's host name.
+    pub fn hostname(&self) -> &str {
+        &self.hostname
+    }
+}
+
+impl Drop for Session {
+    fn drop(&mut self) {
+        self.inner
+            .get_mut()
+            .unwrap_or_else(|e| e.into_inner())
+            .close();
+    }
+}
+
+impl Channel {
+    fn spawn(ssh: &Ssh, script: &str) -> anyhow::Result<Channel> {
+        let mut child = ssh
+            .command(script)
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            // Out of the terminal's process group: Ctrl-C is loadlens's to handle.
+            .process_group(0)
+            .spawn()
+            .with_context(|| format!("cannot start `{}`", ssh.argv[0]))?;
+        let stderr = Arc::new(Mutex::new(String::new()));
+        let mut err = child.stderr.take().expect("piped");
+        let keep = stderr.clone();
+        std::thread::spawn(move || {
+            let mut buf = [0u8; 4096];
+            while let Ok(n @ 1..) = err.read(&mut buf) {
+                let mut s = keep.lock().unwrap_or_else(|e| e.into_inner());
+                // The end of what ssh said is what explains a failure.
+                if s.len() < 64 * 1024 {
+                    s.push_str(&String::from_utf8_lossy(&buf[..n]));
+                }
+            }
+        });
+        let bytes = Arc::new(AtomicU64::new(0));
+        let count = bytes.clone();
+        let out = child.stdout.take().expect("piped");
+        let (tx, lines) = mpsc::channel();
+        // Lines through a thread, so every wait for the server is bounded.
+        std::thread::spawn(move || {
+            let mut input = BufReader::new(out);
+            while let Ok(Some(line)) = protocol::read_line(&mut input) {
+                count.fetch_add(line.len() as u64 + 1, Ordering::Relaxed);
+                if tx.send(line).is_err() {
+                    return;
+                }
+            }
+        });
+        Ok(Channel {
+            dest: ssh.dest.clone(),
+            stdin: child.stdin.take(),
+            child,
+            lines,
+            bytes,
+            stderr,
+        })
+    }
+
+    fn send(&mut self, msg: &ToServer) -> anyhow::Result<()> {
+        let stdin = self.stdin.as_mut().context("the channel is closed")?;
+        protocol::send(stdin, msg)
+            .map(|_| ())
+            .context("the channel to the remote watch closed")
+    }
+
+    /// The hello: `Ok(hostname)`, or `Err(arch)` when the build is missing there.
+    fn hello(&mut self) -> anyhow::Result<Result<String, String>> {
+        // A server that is not there yet (the build is missing) reads nothing: ignore.
+        let _ = self.send(&ToServer::Hello {
+            protocol: PROTOCOL,
+            version: VERSION.into(),
+        });
+        let deadline = Instant::now() + HELLO_WAIT;
+        let mut chatter = Vec::new();
+        loop {
+            let Some(line) = self.line(deadline) else {
+                return Err(self.died(&chatter));
+            };
+            if let Some(arch) = line.strip_prefix(MISSING) {
+                return Ok(Err(arch.trim().to_string()));
+            }
+            if !protocol::is_message(&line) {
+                // A login banner or a shell's rc file printing: not ours.
+                if chatter.len() < 20 {
+                    chatter.push(line);
+                }
+                continue;
+            }
+            return match serde_json::from_str::<ToClient>(&line) {
+                Ok(ToClient::Hello {
+                    protocol,
+                    version,
+                    hostname,
+                    ..
+                }) => match protocol::mismatch(protocol, &version, "server") {
+                    Some(m) => bail!("refused: {m}"),
+                    None => Ok(Ok(hostname)),
+                },
+                Ok(ToClient::Refused { reason }) => bail!("the remote watch refused: {reason}"),
+                Ok(other) => bail!("unexpected first message: {}", said(other)),
+                Err(e) => bail!("the remote watch sent an unreadable hello ({e}): {line:.120}"),
+            };
+        }
+    }
+
+    /// NTP-style exchanges; the one with the shortest round trip.
+    fn clock(&mut self) -> anyhow::Result<ClockSample> {
+        let mut samples = Vec::with_capacity(CLOCK_ROUNDS);
+        for _ in 0..CLOCK_ROUNDS {
+            let t0 = unix_now();
+            self.send(&ToServer::Clock { t0 })?;
+            match self.reply(REPLY_WAIT)? {
+                // serde_json's float parsing may be one ULP off: the reply is ours if close.
+                ToClient::Clock { t0: back, t1, t2 } if (back - t0).abs() < 1e-6 => {
+                    samples.push(ClockSample {
+                        t0,
+                        t1,
+                        t2,
+                        t3: unix_now(),
+                    })
+                }
+                other => bail!(
+                    "clock exchange with {} failed: {}",
+                    self.dest.host,
+                    said(other)
+                ),
+            }
+        }
+        Ok(best(&samples).expect("at least one round"))
+    }
+
+    /// The next message, waiting at most `wait`.
+    fn reply(&mut self, wait: Duration) -> anyhow::Result<ToClient> {
+        let deadline = Instant::now() + wait;
+        loop {
+            let Some(line) = self.line(deadline) else {
+                let why = self.died(&[]);
+                return Err(
+                    why.context(format!("the watch on {} stopped answering", self.dest.host))
+                );
+            };
+            if protocol::is_message(&line) {
+                return serde_json::from_str(&line).with_context(|| {
+                    format!("unreadable message from {}: {line:.120}", self.dest.host)
+                });
+            }
+        }
+    }
+
+    fn line(&mut self, deadline: Instant) -> Option<String> {
+        self.lines
+            .recv_timeout(deadline.saturating_duration_since(Instant::now()))
+            .ok()
+    }
+
+    /// Why the channel ended: ssh's exit and what it said.
+    fn died(&mut self, chatter: &[String]) -> anyhow::Error {
+        let code = match wait_bounded(&mut self.child, Duration::from_secs(5)) {
+            Some(status) => status.code(),
+            None => {
+                let _ = self.child.kill();
+                let _ = self.child.wait();
+                None
+            }
+        };
+        // The stderr thread has read everything once ssh exited; give it a moment.
+        std::thread::sleep(Duration::from_millis(50));
+        let mut said = self
+            .stderr
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .clone();
+        if said.trim().is_empty() && !chatter.is_empty() {
+            said = chatter.join("\n");
+        }
+        anyhow::anyhow!("{}", failure(&self.dest, code, &said))
+    }
+
+    /// Closes ssh's standard input (the remote watch exits on it) and waits for ssh,
+    /// killing it if it lingers.
+    fn close(&mut self) {
+        drop(self.stdin.take());
+        if wait_bounded(&mut self.child, Duration::from_secs(10)).is_none() {
+            let _ = self.child.kill();
+            let _ = self.child.wait();
+        }
+    }
+}
+
+/// Waits for a child at most `limit`; `None` if it is still running.
+fn wait_bounded(child: &mut Child, limit: Duration) -> Option<std::process::ExitStatus> {
+    let until = Instant::now() + limit;
+    loop {
+        match child.try_wait() {
+            Ok(Some(s)) => return Some(s),
+            Ok(None) if Instant::now() < until => std::thread::sleep(Duration::from_millis(20)),
+            _ => return None,
+        }
+    }
+}
+
+/// A reply that was not the one expected, in words.
+fn said(msg: ToClient) -> String {
+    match msg {
+        ToClient::Error { message } => message,
+        ToClient::Refused { reason } => reason,
+        other => {
+            let text = serde_json::to_string(&other).unwrap_or_default();
+            format!("unexpected message {:.200}", text)
+        }
+    }
+}
