@@ -17,6 +17,9 @@ want pgrep procps
 want sysctl procps
 want chrt util-linux
 want prlimit util-linux
+# The remote watch's test (tests/remote.rs) starts its own sshd and ssh.
+[ "$what" = test ] && want ssh openssh-client
+[ "$what" = test ] && { [ -x /usr/sbin/sshd ] || need+=(openssh-server); }
 # A JVM upstream (tests/upstream.rs: its IPv4-mapped listener).
 [ "$what" = test ] && want java default-jre-headless
 # The HTML report is opened in a real browser by its test.

@@ -1,0 +1,422 @@
+//! The server on another machine, watched over ssh (`run --watch ssh://…`), against a
+//! REAL OpenSSH server the test starts itself inside the server's network namespace:
+//! its own host key, `sshd_config`, authorized key and client key, all in a temp dir;
+//! never the machine's own sshd, /etc/ssh, ~/.ssh or keys. The client runs in the other
+//! namespace, so the server is at an address that is not the client's (10.77.0.2).
+//! And `loadlens watch --stdio` alone: its refusals, its end when stdin closes.
+
+mod common;
+
+use std::io::{BufRead, BufReader, Write};
+use std::os::unix::fs::MetadataExt;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+
+use common::{loadlens, output_within, skip_or_fail, wait_exit, wait_for, NetnsPair, Nginx, HANG};
+use serde_json::Value;
+
+const SSHD: &str = "/usr/sbin/sshd";
+
+/// An sshd of the test's own on SERVER_IP:22 inside a server namespace.
+struct Sshd {
+    dir: tempfile::TempDir,
+    child: Child,
+}
+
+impl Sshd {
+    fn start(ns: &NetnsPair) -> Sshd {
+        let dir = tempfile::Builder::new()
+            .prefix("loadlens-test-sshd")
+            .tempdir()
+            .unwrap();
+        let d = dir.path();
+        for (key, file) in [
+            ("host", "host_key"),
+            ("client", "client_key"),
+            ("wrong", "wrong_key"),
+        ] {
+            let out = Command::new("ssh-keygen")
+                .args(["-q", "-t", "ed25519", "-N", "", "-C"])
+                .arg(format!("loadlens-test-{key}"))
+                .arg("-f")
+                .arg(d.join(file))
+                .output()
+                .expect("ssh-keygen (openssh-client)");
+            assert!(
+                out.status.success(),
+                "{}",
+                String::from_utf8_lossy(&out.stderr)
+            );
+        }
+        std::fs::copy(d.join("client_key.pub"), d.join("authorized_keys")).unwrap();
+        std::fs::create_dir(d.join("cache")).unwrap();
+        let conf = format!(
+            "ListenAddress {ip}:22\nHostKey {d}/host_key\nAuthorizedKeysFile {d}/authorized_keys\n\
+             PermitRootLogin prohibit-password\nPasswordAuthentication no\n\
+             KbdInteractiveAuthentication no\nUsePAM no\nStrictModes no\nPidFile none\n\
+             SetEnv LOADLENS_CACHE_DIR={d}/cache\n",
+            ip = ns.server_ip,
+            d = d.display()
+        );
+        std::fs::write(d.join("sshd_config"), conf).unwrap();
+        // sshd wants its privilege-separation directory, /run/sshd: a tmpfs on /run in
+        // the mount namespace `ip netns exec` makes (a slave of the host's: nothing
+        // shows outside it).
+        let child = Command::new("ip")
+            .args(["netns", "exec", &ns.server, "sh", "-c"])
+            .arg(format!(
+                "mount -t tmpfs loadlens-sshd /run && mkdir -m 755 /run/sshd && exec {SSHD} -D -e -f {}/sshd_config",
+                d.display()
+            ))
+            .stdout(Stdio::null())
+            .stderr(std::fs::File::create(d.join("sshd.log")).unwrap())
+            .spawn()
+            .unwrap();
+        let mut sshd = Sshd { dir, child };
+        let addr = format!("{}:22", ns.server_ip);
+        let server = ns.server.clone();
+        wait_for("sshd to listen", || {
+            if let Ok(Some(st)) = sshd.child.try_wait() {
+                panic!("sshd exited ({st}): {}", sshd.log());
+            }
+            let a: std::net::SocketAddr = addr.parse().unwrap();
+            loadlens::lab::world::in_netns(&format!("/run/netns/{server}"), move || {
+                std::net::TcpStream::connect_timeout(&a, std::time::Duration::from_millis(200))
+                    .is_ok()
+            })
+            .unwrap_or(false)
+        });
+        sshd
+    }
+
+    fn path(&self, name: &str) -> PathBuf {
+        self.dir.path().join(name)
+    }
+
+    fn log(&self) -> String {
+        std::fs::read_to_string(self.path("sshd.log")).unwrap_or_default()
+    }
+
+    /// `--ssh-command` with `key`, a known-hosts file of the test's own.
+    fn ssh_command(&self, key: &str, checking: &str) -> String {
+        // Each way of checking keeps its own known hosts: `accept-new` adds the key.
+        format!(
+            "ssh -F /dev/null -i {} -o UserKnownHostsFile={} -o StrictHostKeyChecking={checking} -o IdentitiesOnly=yes",
+            self.path(key).display(),
+            self.path(&format!("known_hosts_{checking}")).display()
+        )
+    }
+
+    /// The builds in the cache (no partial uploads left).
+    fn cached(&self) -> Vec<PathBuf> {
+        let mut v: Vec<PathBuf> = std::fs::read_dir(self.path("cache"))
+            .unwrap()
+            .map(|e| e.unwrap().path())
+            .collect();
+        v.sort();
+        v
+    }
+
+    /// Remote watches still running (their command line names this test's cache).
+    fn remote_watches(&self) -> String {
+        let out = Command::new("pgrep")
+            .arg("-af")
+            .arg(format!("{}/loadlens", self.path("cache").display()))
+            .output()
+            .unwrap();
+        String::from_utf8_lossy(&out.stdout).to_string()
+    }
+}
+
+impl Drop for Sshd {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+fn have_sshd() -> bool {
+    if Path::new(SSHD).exists() && which("ssh") {
+        return true;
+    }
+    skip_or_fail("openssh-server/openssh-client not installed (scripts/install-deps.sh test)");
+    false
+}
+
+fn which(cmd: &str) -> bool {
+    loadlens::lab::world::which(cmd).is_some()
+}
+
+/// `loadlens run URL ARGS` in the client namespace; its output (bounded by HANG).
+fn run_in(ns: &NetnsPair, args: &[&str]) -> std::process::Output {
+    let mut cmd = Command::new("ip");
+    cmd.args([
+        "netns",
+        "exec",
+        &ns.client,
+        env!("CARGO_BIN_EXE_loadlens"),
+        "run",
+    ])
+    .args(args);
+    output_within(cmd, HANG * 3)
+}
+
+/// `tag` keeps the namespaces of tests running side by side apart.
+fn world(tag: &str) -> Option<(NetnsPair, Nginx, Sshd)> {
+    if !have_sshd() {
+        return None;
+    }
+    let ns = NetnsPair::new(tag);
+    let ng = Nginx::start_opts(Some(&ns.server), ns.server_ip, "", "", "", "");
+    let sshd = Sshd::start(&ns);
+    Some((ns, ng, sshd))
+}
+
+#[test]
+fn the_server_on_another_machine_is_watched_over_ssh_and_the_build_sent_once() {
+    let Some((ns, ng, sshd)) = world("ssh-ok") else {
+        return;
+    };
+    let url = format!("http://{}:{}/1k.txt", ns.server_ip, ng.port);
+    let dest = format!("ssh://root@{}:22", ns.server_ip);
+    let ssh = sshd.ssh_command("client_key", "accept-new");
+    let out_dir = tempfile::tempdir().unwrap();
+    let json = out_dir.path().join("run.json");
+    let args = [
+        url.as_str(),
+        "-c",
+        "8",
+        "-d",
+        "2s",
+        "--watch",
+        &dest,
+        "--ssh-command",
+        &ssh,
+        "--json",
+        json.to_str().unwrap(),
+    ];
+    let out = run_in(&ns, &args);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{stderr}\nsshd: {}", sshd.log());
+    assert!(stderr.contains("note: copied this loadlens"), "{stderr}");
+    let cached = sshd.cached();
+    assert_eq!(cached.len(), 1, "{cached:?}");
+    let inode = std::fs::metadata(&cached[0]).unwrap().ino();
+    assert_eq!(sshd.remote_watches(), "", "a remote watch outlived the run");
+
+    let run: Value = serde_json::from_str(&std::fs::read_to_string(&json).unwrap()).unwrap();
+    common::assert_valid("run", &run);
+    let ev = &run["evidence"];
+    assert_eq!(ev["source"]["transport"], "ssh");
+    assert_eq!(ev["source"]["destination"], dest.as_str());
+    let unc = ev["source"]["clock_uncertainty_s"].as_f64().unwrap();
+    assert!((0.0..1.0).contains(&unc), "{unc}");
+    // The server's nginx, found and watched on its machine: its worker's CPU in the
+    // window, which the client's namespace could not have seen.
+    let worker = ev["topology"]["processes"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|p| p["role"] == "worker")
+        .unwrap_or_else(|| panic!("no nginx worker watched: {}", ev["topology"]));
+    let pid = worker["pid"].as_i64().unwrap();
+    let busy = ev["window"]["processes"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|p| p["pid"].as_i64() == Some(pid))
+        .map(|p| p["cpu_pct"].as_f64().unwrap())
+        .unwrap();
+    assert!(busy > 0.0, "worker {pid} used no CPU: {}", ev["window"]);
+    // The terminal view of that Run: the server's worker in "During the run", and
+    // where the evidence came from.
+    let text = output_within(
+        {
+            let mut c = loadlens();
+            c.arg("report").arg(&json);
+            c
+        },
+        HANG,
+    );
+    let text = String::from_utf8_lossy(&text.stdout);
+    assert!(text.contains("During the run"), "{text}");
+    assert!(text.contains("watched over ssh"), "{text}");
+    assert!(
+        text.lines()
+            .any(|l| l.contains("nginx worker") && l.contains(&pid.to_string())),
+        "{text}"
+    );
+    assert!(text.contains("Findings"), "{text}");
+
+    // Again: the build is reused, not sent again.
+    let out = run_in(&ns, &args);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{stderr}");
+    assert!(!stderr.contains("copied"), "{stderr}");
+    assert_eq!(sshd.cached(), cached);
+    assert_eq!(std::fs::metadata(&cached[0]).unwrap().ino(), inode);
+    assert_eq!(sshd.remote_watches(), "");
+    drop(ng);
+    let dir = sshd.dir.path().to_path_buf();
+    drop(sshd);
+    drop(ns);
+    assert!(!dir.exists(), "{} left behind", dir.display());
+}
+
+#[test]
+fn ssh_failures_are_one_line_and_exit_2_before_any_load() {
+    let Some((ns, ng, sshd)) = world("ssh-bad") else {
+        return;
+    };
+    let url = format!("http://{}:{}/1k.txt", ns.server_ip, ng.port);
+    let cases = [
+        // A key the server does not accept: BatchMode, so no password prompt.
+        (
+            format!("ssh://root@{}", ns.server_ip),
+            sshd.ssh_command("wrong_key", "accept-new"),
+            "authentication to 10.77.0.2 failed",
+        ),
+        // A host key never seen, and no permission to add it.
+        (
+            format!("ssh://root@{}", ns.server_ip),
+            sshd.ssh_command("client_key", "yes"),
+            "host key of 10.77.0.2 is unknown",
+        ),
+        // Nothing listening there.
+        (
+            format!("ssh://root@{}:2", ns.server_ip),
+            sshd.ssh_command("client_key", "accept-new"),
+            "cannot connect to 10.77.0.2",
+        ),
+    ];
+    for (dest, ssh, says) in cases {
+        let out = run_in(
+            &ns,
+            &[&url, "-d", "2s", "--watch", &dest, "--ssh-command", &ssh],
+        );
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "{dest} {ssh}: {stderr}");
+        assert!(stderr.starts_with("error: "), "{stderr}");
+        assert!(stderr.contains(says), "{says}: {stderr}");
+        assert_eq!(stderr.trim_end().lines().count(), 1, "{stderr}");
+    }
+    // None of them sent a request (the probe's connection is not one).
+    assert!(
+        ng.log().is_empty(),
+        "requests were sent: {:?}",
+        ng.log().len()
+    );
+    assert!(sshd.cached().is_empty());
+}
+
+#[test]
+fn ctrl_c_ends_the_load_keeps_the_remote_evidence_and_leaves_nothing_there() {
+    let Some((ns, ng, sshd)) = world("ssh-int") else {
+        return;
+    };
+    let url = format!("http://{}:{}/1k.txt", ns.server_ip, ng.port);
+    let dest = format!("ssh://root@{}", ns.server_ip);
+    let ssh = sshd.ssh_command("client_key", "accept-new");
+    let out_dir = tempfile::tempdir().unwrap();
+    let json = out_dir.path().join("run.json");
+    let mut child = Command::new("ip")
+        .args([
+            "netns",
+            "exec",
+            &ns.client,
+            env!("CARGO_BIN_EXE_loadlens"),
+            "run",
+        ])
+        .args([
+            &url,
+            "-c",
+            "4",
+            "-d",
+            "10m",
+            "--watch",
+            &dest,
+            "--ssh-command",
+            &ssh,
+        ])
+        .arg("--json")
+        .arg(&json)
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    // The load is running once the server has served a request.
+    wait_for("the load to start", || !ng.log().is_empty());
+    assert_ne!(sshd.remote_watches(), "", "no remote watch while loading");
+    // SAFETY: a signal to the child this test started.
+    unsafe { libc::kill(child.id() as i32, libc::SIGINT) };
+    let status = wait_exit(&mut child, HANG);
+    assert_eq!(status.code(), Some(130));
+    let run: Value = serde_json::from_str(&std::fs::read_to_string(&json).unwrap()).unwrap();
+    assert_eq!(run["interrupted"], "SIGINT");
+    assert_eq!(run["evidence"]["source"]["transport"], "ssh");
+    assert_eq!(sshd.remote_watches(), "", "a remote watch outlived the run");
+}
+
+/// `loadlens watch --stdio` with the test as its client.
+struct StdioWatch {
+    child: Child,
+    out: BufReader<std::process::ChildStdout>,
+}
+
+impl StdioWatch {
+    fn start() -> StdioWatch {
+        let mut child = loadlens()
+            .args(["watch", "--stdio", "--max-duration", "10m"])
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .spawn()
+            .unwrap();
+        let out = BufReader::new(child.stdout.take().unwrap());
+        StdioWatch { child, out }
+    }
+
+    fn say(&mut self, line: &str) -> Value {
+        let stdin = self.child.stdin.as_mut().unwrap();
+        writeln!(stdin, "{line}").unwrap();
+        stdin.flush().unwrap();
+        let mut reply = String::new();
+        self.out.read_line(&mut reply).unwrap();
+        serde_json::from_str(&reply).unwrap_or_else(|e| panic!("{e}: {reply:?}"))
+    }
+}
+
+fn hello(version: &str) -> String {
+    format!(r#"{{"type":"hello","protocol":1,"version":"{version}"}}"#)
+}
+
+#[test]
+fn the_remote_watch_exits_when_its_stdin_closes() {
+    let mut w = StdioWatch::start();
+    let me = env!("CARGO_PKG_VERSION");
+    let h = w.say(&hello(me));
+    assert_eq!(h["type"], "hello");
+    assert_eq!(h["version"], me);
+    let c = w.say(r#"{"type":"clock","t0":12.5}"#);
+    assert_eq!(
+        (c["type"].as_str(), c["t0"].as_f64()),
+        (Some("clock"), Some(12.5))
+    );
+    assert!(c["t2"].as_f64().unwrap() >= c["t1"].as_f64().unwrap());
+    let s = w.say(r#"{"type":"start","target":"127.0.0.1:1","sample_s":1.0,"profile_hz":null}"#);
+    assert_eq!(s["type"], "started", "{s}");
+    // The channel closes mid-watch (ssh gone): the watch ends, the process exits.
+    drop(w.child.stdin.take());
+    let status = wait_exit(&mut w.child, HANG);
+    assert!(status.success(), "{status}");
+}
+
+#[test]
+fn a_version_mismatch_is_refused_naming_both() {
+    let mut w = StdioWatch::start();
+    let r = w.say(&hello("0.0.1-other"));
+    assert_eq!(r["type"], "refused");
+    let reason = r["reason"].as_str().unwrap();
+    assert!(reason.contains("0.0.1-other"), "{reason}");
+    assert!(reason.contains(env!("CARGO_PKG_VERSION")), "{reason}");
+    assert_eq!(wait_exit(&mut w.child, HANG).code(), Some(2));
+}
