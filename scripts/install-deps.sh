@@ -53,6 +53,8 @@ if [ ${#need[@]} -gt 0 ]; then
     systemctl disable --now nginx >/dev/null 2>&1 || true
     systemctl disable --now 'php*-fpm' >/dev/null 2>&1 || true
     systemctl disable --now apache2 haproxy >/dev/null 2>&1 || true
+    # The remote watch's test starts its own sshd; the packaged one is not needed.
+    systemctl disable --now ssh >/dev/null 2>&1 || true
   fi
 fi
 
