@@ -86,6 +86,21 @@ fn python_xml(path: &Path, script: &str) -> String {
 /// JUnit as a standard XML parser reads it: (tests, failures, errors, skipped) of the
 /// suite and each testcase as `class/name:outcome:message`.
 fn junit(path: &Path) -> (String, Vec<String>) {
+    // First valid against the JUnit schema CI servers read (Jenkins' junit-10 layout).
+    let xsd = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/data/junit.xsd");
+    match std::process::Command::new("xmllint")
+        .args(["--noout", "--schema", xsd])
+        .arg(path)
+        .output()
+    {
+        Ok(out) => assert!(
+            out.status.success(),
+            "{} does not validate against the JUnit schema: {}",
+            path.display(),
+            String::from_utf8_lossy(&out.stderr)
+        ),
+        Err(_) => common::skip_or_fail("xmllint not found (Debian: libxml2-utils)"),
+    }
     let text = python_xml(
         path,
         "import sys, xml.etree.ElementTree as E\n\
@@ -183,6 +198,20 @@ fn objectives_met_exit_0_with_every_ci_file() {
     );
     assert!(summary.contains("| p99\\<2s | "), "{summary}");
     assert_eq!(summary.matches("| met |").count(), 7, "{summary}");
+    // A Markdown parser (CommonMark with GitHub's tables) reads the same tables: every
+    // row of the text is a row of an HTML table, the escaped objective intact.
+    let html = {
+        use pulldown_cmark::{html, Options, Parser};
+        let mut out = String::new();
+        html::push_html(&mut out, Parser::new_ext(&summary, Options::ENABLE_TABLES));
+        out
+    };
+    let text_rows = summary
+        .lines()
+        .filter(|l| l.starts_with('|') && !l.starts_with("|-") && !l.starts_with("| -"))
+        .count();
+    assert_eq!(html.matches("<tr>").count(), text_rows, "{html}");
+    assert!(html.contains("<td>p99&lt;2s</td>"), "{html}");
     // (A retry on a busy host appended its own summary before this one.)
     let appended = std::fs::read_to_string(&step).unwrap();
     assert!(

@@ -50,8 +50,10 @@ pub struct Ceiling {
     pub slo: String,
     /// The error budget, as given (e.g. `<0.1%`), if any.
     pub errors: Option<String>,
-    /// The highest scheduled rate (requests/s) that met the objective; `None` when even
-    /// the lowest rate tried broke it.
+    /// The ceiling: what the server completed (requests/s) at the highest scheduled rate
+    /// that met the objectives — a rate counts as met only when the server completed at
+    /// least 98% of it and latency did not climb within the load; `None` when even the
+    /// lowest rate tried broke them.
     pub met_rate: Option<f64>,
     /// The lowest rate that broke it.
     pub broke_rate: Option<f64>,

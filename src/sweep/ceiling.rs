@@ -42,6 +42,46 @@ pub struct Search<'a> {
 
 /// Rates within this ratio are the same answer.
 const CONVERGED: f64 = 1.05;
+/// A rate is met only when the server completed at least this share of it: below, the
+/// queue grew for the whole load (82/s offered, 78/s completed is not 82/s met).
+const ACHIEVED_MIN: f64 = 0.98;
+/// Latency climbing within a load: its later half's median this many times its earlier
+/// half's (and at least a millisecond) is a queue growing, whatever the percentiles say.
+const CLIMB: f64 = 2.0;
+
+/// Why a load at `rate` did not keep up with it, when it did not: the achieved rate
+/// short of the offered one, or latency climbing from the first half to the second.
+fn fell_behind(rate: f64, r: &LoadResults) -> Option<String> {
+    // Requests scheduled in the load's last mean latency cannot have completed inside
+    // it even when the server keeps up: what is due is the rate over the rest.
+    let mean_s = r.latency.mean_us / 1e6;
+    let due = rate * (1.0 - (mean_s / r.duration_s.max(1e-9)).min(0.5));
+    if r.requests_per_s < ACHIEVED_MIN * due {
+        return Some(format!(
+            "the server completed {:.0}/s of the {rate:.0}/s offered (a queue growing)",
+            r.requests_per_s
+        ));
+    }
+    let seconds: Vec<u64> = r
+        .timeline
+        .iter()
+        .filter(|s| s.responses > 0)
+        .map(|s| s.p50_us)
+        .collect();
+    if seconds.len() < 2 {
+        return None;
+    }
+    let half = seconds.len() / 2;
+    let mean = |v: &[u64]| v.iter().sum::<u64>() as f64 / v.len().max(1) as f64;
+    let (early, late) = (mean(&seconds[..half]), mean(&seconds[half..]));
+    (late >= CLIMB * early && late >= 1_000.0).then(|| {
+        format!(
+            "latency climbed within the load: median {:.1} ms in its first half, {:.1} ms in its second (a queue growing)",
+            early / 1e3,
+            late / 1e3
+        )
+    })
+}
 /// Steps after which the search ends whatever the bracket.
 const MAX_STEPS: usize = 16;
 
@@ -83,7 +123,10 @@ pub fn search(
         run: probe,
     });
 
+    // The highest offered rate met (the search's lower bracket) and what the server
+    // achieved at it (the ceiling reported).
     let mut met: Option<f64> = None;
+    let mut met_achieved: Option<f64> = None;
     let mut broke: Option<(f64, String, Option<String>)> = None;
     let mut rate = (flat_out / 2.0).max(1.0);
     let stopped_why = loop {
@@ -111,7 +154,8 @@ pub fn search(
         let v = latency.measure(r).unwrap_or(0.0) as u64;
         let err = errors_pct(r);
         let judged = s.objectives.judge(r);
-        let ok = judged.iter().all(|j| j.met);
+        let behind = fell_behind(rate, r);
+        let ok = judged.iter().all(|j| j.met) && behind.is_none();
         steps.push(Step {
             rate,
             achieved_per_s: r.requests_per_s,
@@ -124,7 +168,10 @@ pub fn search(
         });
         let failing = err > budget_pct.map_or(5.0, |b| (b * 10.0).max(5.0));
         if ok {
-            met = Some(met.map_or(rate, |m: f64| m.max(rate)));
+            if met.is_none_or(|m| rate > m) {
+                met = Some(rate);
+                met_achieved = Some(r.requests_per_s);
+            }
         } else if broke.as_ref().is_none_or(|(b, ..)| rate < *b) {
             let why = judged
                 .iter()
@@ -137,6 +184,7 @@ pub fn search(
                         j.objective
                     )
                 })
+                .or(behind)
                 .unwrap_or_default();
             let finding = run
                 .findings
@@ -178,7 +226,7 @@ pub fn search(
         Ceiling {
             slo: s.slo_text.clone(),
             errors: s.errors_text.clone(),
-            met_rate: met,
+            met_rate: met_achieved,
             broke_rate,
             broke_because,
             broke_finding,
@@ -249,6 +297,62 @@ mod tests {
         for st in &c.steps {
             assert_eq!(cells[st.cell].run.spec.rate, Some(st.rate));
         }
+    }
+
+    /// Issue #31: 82/s reported as met where the server completed 78/s. A server whose
+    /// latency stays low while it completes less than it is offered (it sheds or queues
+    /// before the clock starts) is not meeting the rate; neither is one whose latency
+    /// climbs through the load. The ceiling is the rate achieved, not offered.
+    #[test]
+    fn a_rate_not_kept_up_with_is_not_met() {
+        let objectives = Objectives::parse("p99<200ms").unwrap();
+        let s = Search {
+            objectives: &objectives,
+            slo_text: objectives.text(),
+            errors_text: None,
+            budget: Duration::from_secs(60),
+            pause: Duration::ZERO,
+        };
+        let mut base = crate::sweep::tests::base();
+        base.duration_s = Some(0.0);
+        // Latency 2 ms at every rate; past 80/s only 95% of what is offered completes.
+        let mut inner = model(1_000_000.0);
+        let mut short = |spec: &Spec| {
+            let mut run = inner(spec)?;
+            let rate = spec.rate.unwrap_or(80.0);
+            if rate > 80.0 {
+                run.results.requests_per_s = (rate * 0.95).max(80.0);
+            }
+            Ok(run)
+        };
+        let (_, c) = search(&base, &s, &mut short, &mut |_| {}, &|| false).unwrap();
+        let met = c.met_rate.unwrap();
+        assert!(met <= 80.0 * ACHIEVED_MIN.recip(), "{c:?}");
+        assert!(
+            c.broke_because.as_deref().unwrap().contains("of the"),
+            "{c:?}"
+        );
+        // Latency doubling from the first half of the load to the second, past 120/s.
+        let mut inner = model(1_000_000.0);
+        let mut climbing = |spec: &Spec| {
+            let mut run = inner(spec)?;
+            let rate = spec.rate.unwrap_or(120.0);
+            for (i, sec) in run.results.timeline.iter_mut().enumerate() {
+                sec.responses = sec.responses.max(1);
+                sec.p50_us = if rate > 120.0 {
+                    2_000 * (i as u64 + 1)
+                } else {
+                    2_000
+                };
+            }
+            Ok(run)
+        };
+        let (_, c) = search(&base, &s, &mut climbing, &mut |_| {}, &|| false).unwrap();
+        assert!(c.met_rate.unwrap() <= 120.0, "{c:?}");
+        assert!(
+            c.broke_because.as_deref().unwrap().contains("climbed"),
+            "{c:?}"
+        );
     }
 
     /// An error budget is one more objective: a rate whose errors break it is not met.
