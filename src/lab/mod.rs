@@ -115,7 +115,7 @@ fn run_once(
             }
         }
     }
-    if opts.profile && !opts.offcpu {
+    if opts.profile && !opts.offcpu && !setup.args.iter().any(|a| a == "--no-offcpu") {
         cmd.arg("--no-offcpu");
     }
     if !opts.show_runs {

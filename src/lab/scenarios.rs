@@ -299,7 +299,20 @@ pub fn all() -> Vec<Scenario> {
                 }
                 hog.extend(["sh", "-c", "while :; do :; done"]);
                 w.spawn(&s, "hog", &hog)?;
-                Ok(Setup::new(url("/1k.bin"), &["-c", "20", "-t", "1"], vec![pid]))
+                // The off-CPU watch costs a worker that shares its CPU run delay of its
+                // own (after the fix: 126-141 ms/s with it, 20-22 without, over two
+                // interleaved runs each), the very key this scenario moves: off here.
+                // The load generator stays off the worker's CPU (the contention is the
+                // busy loop's; loadlens beside the worker measured 106 ms/s after the fix
+                // in a debug build).
+                Ok(Setup {
+                    client_prefix: vec!["taskset".into(), "-c".into(), "0".into()],
+                    ..Setup::new(
+                        url("/1k.bin"),
+                        &["-c", "20", "-t", "1", "--no-offcpu"],
+                        vec![pid],
+                    )
+                })
             },
         },
         Scenario {
