@@ -4,7 +4,7 @@
 
 use std::fmt::Write as _;
 
-use crate::run::{Evidence, OffClass, Role, STALL_MS};
+use crate::run::{Evidence, OffClass, OffCpu, Role, STALL_MS};
 
 /// Processes shown, and blocking calls.
 const ROWS: usize = 8;
@@ -55,6 +55,22 @@ pub fn rows(e: &Evidence) -> Vec<(String, [f64; 5])> {
     rows
 }
 
+/// Where the numbers come from and what reading them cost: "2 threads over 3.2 s, from
+/// their context switches; reading them took 0.2% of a core" (and switches lost).
+pub fn source(off: &OffCpu) -> String {
+    format!(
+        "{} threads over {:.1} s, from their context switches; reading them took {:.1}% of a core{}",
+        off.threads,
+        off.duration_s,
+        off.watch_cpu_pct,
+        if off.lost > 0 {
+            format!("; {} switches lost", off.lost)
+        } else {
+            String::new()
+        }
+    )
+}
+
 /// The block, or nothing when the Run holds no off-CPU watch.
 pub fn render(e: &Evidence) -> String {
     let mut o = String::new();
@@ -65,18 +81,7 @@ pub fn render(e: &Evidence) -> String {
     if span_ms <= 0.0 {
         return o;
     }
-    let _ = writeln!(
-        o,
-        "Where the server's time went ({} threads over {:.1} s, from their context switches; reading them took {:.1}% of a core{}):",
-        off.threads,
-        off.duration_s,
-        off.watch_cpu_pct,
-        if off.lost > 0 {
-            format!("; {} switches lost", off.lost)
-        } else {
-            String::new()
-        }
-    );
+    let _ = writeln!(o, "Where the server's time went ({}):", source(off));
     let _ = writeln!(
         o,
         "  {:<24} {:>7} {:>9} {:>8} {:>9} {:>7}",

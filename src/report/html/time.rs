@@ -5,7 +5,7 @@
 use std::fmt::Write;
 
 use super::super::chart::esc;
-use super::super::time::{rows, COLUMNS};
+use super::super::time::{rows, source, COLUMNS};
 use crate::run::Run;
 
 /// Blocking calls and waits listed.
@@ -17,15 +17,8 @@ pub(super) fn time(o: &mut String, run: &Run) {
     let Some(off) = &e.offcpu else { return };
     let _ = write!(
         o,
-        "<h2>Where the server's time went</h2><p>{} threads over {:.1} s, from their context switches (loadlens's thread reading them: {:.1}% of a core{}).</p><table class=\"sort\"><thead><tr><th>process</th>",
-        off.threads,
-        off.duration_s,
-        off.watch_cpu_pct,
-        if off.lost > 0 {
-            format!("; {} switches lost", off.lost)
-        } else {
-            String::new()
-        }
+        "<h2>Where the server's time went</h2><p>{}.</p><table class=\"sort\"><thead><tr><th>process</th>",
+        esc(&source(off))
     );
     for c in COLUMNS {
         let _ = write!(o, "<th>{c}</th>");
