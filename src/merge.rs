@@ -211,6 +211,11 @@ fn side_by_side(runs: &[&Run], t0: f64) -> anyhow::Result<LoadResults> {
     out.thread_requests_per_s =
         Spread::pooled(runs.iter().map(|r| &r.results.thread_requests_per_s));
     out.timeline = aligned_timeline(runs, t0);
+    // A slice's percentiles come from a histogram the Run does not keep: segments'
+    // slices cannot be added exactly, so a merged Run has the seconds only.
+    if runs.len() > 1 {
+        out.slices = Vec::new();
+    }
     Ok(out)
 }
 

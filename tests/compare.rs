@@ -23,6 +23,15 @@ const WINDOW: &str = "1480ms";
 /// nginx with /fast/ (limit_rate) and /app.php (php-fpm, 1 s each): 8 children, so
 /// the 4 requests a repetition leaves in flight (php finishes them anyway) never hold
 /// up the next repetition's 4.
+/// The loads of this file one at a time: `--fail-if-slower` judges only Runs the gate
+/// trusts, and another test's load beside one (its loadlens and nginx busy) would make
+/// it refuse.
+static SERIAL: std::sync::Mutex<()> = std::sync::Mutex::new(());
+
+fn serial() -> std::sync::MutexGuard<'static, ()> {
+    SERIAL.lock().unwrap_or_else(|e| e.into_inner())
+}
+
 fn server() -> (Nginx, PhpFpm) {
     let php = PhpFpm::start(8, 1000);
     let ng = Nginx::start(
@@ -61,7 +70,8 @@ fn compare(args: &[&Path], extra: &[&str]) -> (Output, Value) {
         .arg(&json)
         .output()
         .unwrap();
-    let v = serde_json::from_str(&std::fs::read_to_string(&json).unwrap()).unwrap();
+    let v = serde_json::from_str(&std::fs::read_to_string(&json).unwrap())
+        .unwrap_or_else(|e| panic!("{e}: {}", String::from_utf8_lossy(&out.stderr)));
     assert_valid("comparison", &v);
     (out, v)
 }
@@ -77,6 +87,7 @@ fn row<'a>(c: &'a Value, metric: &str) -> &'a Value {
 
 #[test]
 fn repeated_runs_compare_significant_only_when_the_server_changed() {
+    let _one = serial();
     let (ng, _php) = server();
     let dir = tempfile::tempdir().unwrap();
     let (fast, slow) = (ng.url("/fast/91k.bin"), ng.url("/app.php"));
@@ -151,6 +162,7 @@ fn repeated_runs_compare_significant_only_when_the_server_changed() {
 
 #[test]
 fn mismatched_runs_warn_and_one_second_is_not_enough_data() {
+    let _one = serial();
     let (ng, _php) = server();
     let dir = tempfile::tempdir().unwrap();
     let fast = ng.url("/fast/91k.bin");

@@ -939,6 +939,30 @@ fn blocking_log() {
         .filter(|s| s["class"] == "pipe" && s["ms"].as_f64().unwrap() >= 100.0)
         .count();
     assert!(long >= 5, "{stalls:?}");
+    // The 100 ms slices line up with the waits: the one worker answers nobody while it
+    // is blocked, so a slice with no response lies inside a wait (50 ms allowed at each
+    // end for the watch's and the load's clocks, which start a few ms apart), and the
+    // waits of ~200 ms each empty a slice.
+    let slices = before["results"]["slices"].as_array().unwrap();
+    let empty: Vec<f64> = slices
+        .iter()
+        .filter(|s| s["responses"] == 0)
+        .map(|s| s["t_ms"].as_f64().unwrap() / 1e3)
+        .filter(|t| t + 0.1 < before["results"]["duration_s"].as_f64().unwrap())
+        .collect();
+    assert!(empty.len() >= 3, "{empty:?} empty: {slices:?}");
+    for t in &empty {
+        let covered = stalls.iter().any(|s| {
+            let at = s["t_s"].as_f64().unwrap();
+            at - 0.05 <= *t && t + 0.1 <= at + s["ms"].as_f64().unwrap() / 1e3 + 0.05
+        });
+        assert!(
+            covered,
+            "the slice at {t} s is empty outside any wait: {stalls:?}"
+        );
+    }
+    let worst = slices.iter().map(|s| s["max_us"].as_u64().unwrap()).max();
+    assert!(worst >= Some(150_000), "{worst:?}");
     assert!(
         pct(&before, 99.0) >= 100_000.0,
         "p99 {}us",

@@ -296,8 +296,9 @@ fn run_with<T: Transport + 'static>(
         Some(d) => d.duration_since(start).min(elapsed).as_secs_f64().max(1e-9),
         None => elapsed.as_secs_f64().max(1e-9),
     };
-    let (seconds, per_thread_rates) = timeline.finish(duration_s);
+    let (seconds, slices, per_thread_rates) = timeline.finish(duration_s);
     let mut results = results_from(spec, target, merged, duration_s, seconds, &per_thread_rates);
+    results.slices = slices;
     if io.uring {
         results.io = "io_uring".into();
     }
@@ -380,6 +381,7 @@ fn results_from(
         }),
         thread_requests_per_s: Spread::of(per_thread_rates),
         timeline,
+        slices: Vec::new(),
     }
 }
 

@@ -181,13 +181,13 @@ impl ThreadStats {
     }
 }
 
-/// What a worker reports about one interval (about a second) of its run; the engine
-/// merges these into the timeline and the progress line.
+/// What a worker reports about one interval (a 100 ms slice, or more when its loop was
+/// late) of its run; the engine merges these into the timeline.
 #[derive(Debug)]
 pub struct Tick {
     pub thread: usize,
-    /// Index of the second (from the start of the load) the interval began in.
-    pub second: u64,
+    /// Index of the 100 ms slice (from the start of the load) the interval began in.
+    pub slice: u64,
     pub responses: u64,
     pub errors: u64,
     pub bytes_read: u64,

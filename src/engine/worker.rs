@@ -29,8 +29,9 @@ use crate::spec::RequestBytes;
 
 /// How often connections are checked for timeouts and failed connects retried.
 pub(super) const SWEEP: Duration = Duration::from_millis(20);
-/// The interval of the timeline.
-pub(super) const TICK: Duration = Duration::from_secs(1);
+/// The interval of the timeline: its finest slice (100 ms, so a stall of a few hundred
+/// milliseconds shows as the slices it emptied), ten of which make a second.
+pub(super) const TICK: Duration = Duration::from_millis(100);
 /// A connection whose connect failed waits this long before trying again, so a refused
 /// port costs a few syscalls per second rather than a spinning core.
 const RETRY_AFTER: Duration = Duration::from_millis(20);
@@ -232,7 +233,7 @@ impl<T: Transport> Worker<T> {
                 next_sweep = now + SWEEP;
             }
             if now >= next_tick {
-                lp.tick(second_of(self.start, next_tick), false);
+                lp.tick(slice_of(self.start, next_tick), false);
                 while next_tick <= now {
                     next_tick += TICK;
                 }
@@ -250,9 +251,10 @@ impl<T: Transport> Worker<T> {
 /// The pacing timer's token (connections use their slot index).
 const TIMER: usize = usize::MAX;
 
-/// The second in which the interval ending at `tick_end` began.
-pub(super) fn second_of(start: Instant, tick_end: Instant) -> u64 {
-    (tick_end.saturating_duration_since(start).as_secs()).saturating_sub(1)
+/// The slice (of [`TICK`]) in which the interval ending at `tick_end` began.
+pub(super) fn slice_of(start: Instant, tick_end: Instant) -> u64 {
+    let ticks = tick_end.saturating_duration_since(start).as_nanos() / TICK.as_nanos();
+    (ticks as u64).saturating_sub(1)
 }
 
 impl<T: Transport> Loop<'_, T> {
@@ -492,12 +494,13 @@ impl<'a, T: Transport> Loop<'a, T> {
                 _ => 0,
             })
             .sum();
-        self.tick(second_of(self.w.start, next_tick), true);
+        self.tick(slice_of(self.w.start, next_tick), true);
         self.stats
     }
 
-    /// Reports the interval that began in `second` (counted from the start of the load).
-    pub(super) fn tick(&mut self, second: u64, last: bool) {
+    /// Reports the interval that began in `slice` (of [`TICK`], counted from the start of
+    /// the load).
+    pub(super) fn tick(&mut self, slice: u64, last: bool) {
         let fresh = match self.w.spares.try_recv() {
             Ok(h) => h,
             Err(_) => Histogram::new_from(&self.interval),
@@ -505,7 +508,7 @@ impl<'a, T: Transport> Loop<'a, T> {
         // The receiver is gone only if the engine is unwinding; nothing to report then.
         let _ = self.w.ticks.send(Tick {
             thread: self.w.id,
-            second,
+            slice,
             responses: self.interval_responses,
             errors: self.interval_errors,
             bytes_read: self.interval_bytes,

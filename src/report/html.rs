@@ -125,6 +125,7 @@ pub fn page(run: &Run) -> String {
     objectives(&mut o, run);
     findings(&mut o, run);
     timeline(&mut o, run);
+    time::slices(&mut o, run);
     spectrum(&mut o, run);
     phases(&mut o, run);
     machine::machine(&mut o, run);

@@ -83,6 +83,27 @@ pub struct LoadResults {
     pub thread_requests_per_s: Spread,
     /// One entry per second of the load.
     pub timeline: Vec<Second>,
+    /// The load in 100 ms slices: how latency moved within the seconds (a stall of a
+    /// few hundred milliseconds is a run of slices with no responses, then one whose
+    /// latency jumped). Each slice's percentiles come from its own HdrHistogram, which
+    /// is not kept (the seconds keep theirs). Empty in Runs recorded before it was
+    /// kept and in Runs merged from segments (their slices cannot be combined exactly).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub slices: Vec<Slice>,
+}
+
+/// One 100 ms slice of the load (see [`LoadResults::slices`]).
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
+pub struct Slice {
+    /// Start of the slice, milliseconds from the start of the load.
+    pub t_ms: u64,
+    /// Responses completed in the slice.
+    pub responses: u64,
+    pub errors: u64,
+    /// Latency percentiles of those responses, µs (0 if none).
+    pub p50_us: u64,
+    pub p99_us: u64,
+    pub max_us: u64,
 }
 
 /// Time by phase: name resolution once per run, then per new connection the TCP

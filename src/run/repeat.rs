@@ -37,6 +37,11 @@ impl LoadResults {
                 s.t_s += offset;
                 s
             }));
+            // The slices on the same clock as the seconds they fall in.
+            out.slices.extend(p.slices.iter().cloned().map(|mut s| {
+                s.t_ms += offset * 1000;
+                s
+            }));
         }
         let d = out.duration_s.max(1e-9);
         out.requests_per_s = out.responses as f64 / d;

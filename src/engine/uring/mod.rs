@@ -313,7 +313,7 @@ impl Uring<'_> {
             }
             if now >= next_tick {
                 self.lp
-                    .tick(super::worker::second_of(w.start, next_tick), false);
+                    .tick(super::worker::slice_of(w.start, next_tick), false);
                 while next_tick <= now {
                     next_tick += TICK;
                 }

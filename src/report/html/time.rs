@@ -79,3 +79,108 @@ pub(super) fn time(o: &mut String, run: &Run) {
         );
     }
 }
+
+/// Stall marks drawn on the 100 ms charts, and how many of them carry a label.
+const MARKS: usize = 40;
+const LABELLED: usize = 4;
+
+/// The load every 100 ms: responses and latency per slice, with the server's long waits
+/// (`OffStall`s, which share the load's clock: the watch starts as the load does) drawn
+/// across them — a stall lines up with the slices it emptied and the latency after it.
+pub(super) fn slices(o: &mut String, run: &Run) {
+    use super::super::chart::{lines_marked, Mark, Series, XAxis};
+    let s = &run.results.slices;
+    if s.is_empty() {
+        return;
+    }
+    let stalls: Vec<&crate::run::OffStall> = run
+        .evidence
+        .as_ref()
+        .and_then(|e| e.offcpu.as_ref())
+        .map(|off| {
+            let mut v: Vec<_> = off.stalls.iter().collect();
+            v.sort_by(|a, b| b.ms.total_cmp(&a.ms));
+            v.truncate(MARKS);
+            v
+        })
+        .unwrap_or_default();
+    // The longest stalls are labelled, each far enough from the last to be read.
+    let span = s.last().map_or(1.0, |x| x.t_ms as f64 / 1000.0).max(0.1);
+    let mut labelled: Vec<f64> = Vec::new();
+    let labels: Vec<String> = stalls
+        .iter()
+        .map(|st| {
+            let apart = labelled.iter().all(|t| (t - st.t_s).abs() > span / 6.0);
+            if apart && labelled.len() < LABELLED {
+                labelled.push(st.t_s);
+                format!(
+                    "{} {:.0} ms",
+                    st.syscall.as_deref().unwrap_or("wait"),
+                    st.ms
+                )
+            } else {
+                String::new()
+            }
+        })
+        .collect();
+    let at = |x: &crate::run::Slice| x.t_ms as f64 / 1000.0;
+    // Marks inside the chart's x range (that of its points).
+    let marks_to = |end: f64| -> Vec<Mark> {
+        stalls
+            .iter()
+            .zip(&labels)
+            .filter(|(st, _)| st.t_s <= end)
+            .map(|(st, l)| Mark::X(st.t_s, l))
+            .collect()
+    };
+    o.push_str("<h2>Every 100 ms</h2>");
+    if !stalls.is_empty() {
+        let _ = write!(
+            o,
+            "<p>Dashed lines: the server's threads blocked ≥ {:.0} ms (the {} longest).</p>",
+            crate::run::STALL_MS,
+            stalls.len()
+        );
+    }
+    o.push_str(&lines_marked(
+        "responses per 100 ms",
+        "",
+        XAxis::Linear("s"),
+        &[Series {
+            name: "responses",
+            color: "#0072b2",
+            points: s.iter().map(|x| (at(x), x.responses as f64)).collect(),
+        }],
+        &marks_to(span),
+    ));
+    let ms = |f: fn(&crate::run::Slice) -> u64| -> Vec<(f64, f64)> {
+        s.iter()
+            .filter(|x| x.responses > 0)
+            .map(|x| (at(x), f(x) as f64 / 1000.0))
+            .collect()
+    };
+    let answered = s.iter().rev().find(|x| x.responses > 0).map_or(0.0, at);
+    o.push_str(&lines_marked(
+        "latency every 100 ms",
+        "ms",
+        XAxis::Linear("s"),
+        &[
+            Series {
+                name: "p50",
+                color: "#009e73",
+                points: ms(|x| x.p50_us),
+            },
+            Series {
+                name: "p99",
+                color: "#e69f00",
+                points: ms(|x| x.p99_us),
+            },
+            Series {
+                name: "max",
+                color: "#c0392b",
+                points: ms(|x| x.max_us),
+            },
+        ],
+        &marks_to(answered),
+    ));
+}
