@@ -58,6 +58,12 @@ pub fn rows(e: &Evidence) -> Vec<(String, [f64; 5])> {
 /// Where the numbers come from and what reading them cost: "2 threads over 3.2 s, from
 /// their context switches; reading them took 0.2% of a core" (and switches lost).
 pub fn source(off: &OffCpu) -> String {
+    if let Some(hz) = off.sampled_hz {
+        return format!(
+            "{} threads over {:.1} s, their states sampled from /proc {hz} times a second (perf not permitted: no stacks); sampling took {:.1}% of a core",
+            off.threads, off.duration_s, off.watch_cpu_pct
+        );
+    }
     format!(
         "{} threads over {:.1} s, from their context switches; reading them took {:.1}% of a core{}",
         off.threads,

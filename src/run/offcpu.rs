@@ -107,6 +107,12 @@ pub struct OffCpu {
     /// core (its cost on the machine).
     #[serde(default)]
     pub watch_cpu_pct: f64,
+    /// Where perf could not watch the context switches (not permitted): the threads'
+    /// states, calls and wait channels were sampled from `/proc` this many times a
+    /// second instead — no stacks, and waits are seen to within a sample. `None`: from
+    /// the context switches.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub sampled_hz: Option<u32>,
     /// Per process: off-CPU milliseconds by class.
     pub processes: Vec<OffProcess>,
     /// Off-CPU stacks weighted by microseconds (frames root first; the stacks' `count`

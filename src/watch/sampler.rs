@@ -107,9 +107,11 @@ pub(super) fn sampler(
     // Where the server's threads slept, wherever the CPU is profiled.
     let offcpu = spec.offcpu.then_some(()).and_then(|()| {
         let pids: Vec<i32> = topology.processes.iter().map(|p| p.pid).collect();
-        offcpu::OffCpuWatch::start(&pids)
+        let (w, note) = offcpu::Watch::start(&pids)
             .map_err(|e| reader.warnings.push(e))
-            .ok()
+            .ok()?;
+        reader.warnings.extend(note);
+        Some(w)
     });
     let server_pids: Vec<i32> = topology.processes.iter().map(|p| p.pid).collect();
     let mut before = reader.snapshot();
@@ -182,7 +184,7 @@ pub(super) fn sampler(
         p.top = busiest_front_worker(&p, &topology).map(|pid| p.top_of(pid, 15));
         p
     });
-    let offcpu = offcpu.map(|w| w.finish(origin_ns));
+    let offcpu = offcpu.map(|w| w.finish(origin_ns, start));
     let window = reader.window(&before, &after, &samples, &snaps);
     let logs: Vec<_> = tails.iter().map(logs::Tail::finish).collect();
     let sampler_cpu_pct = ThreadCpuSample::now()

@@ -213,6 +213,14 @@ pub(super) const EXPLAINS: &[Explains] = &[
         why: "the worker blocked in the call named above, and every connection it holds waited meanwhile",
         unless: None,
     },
+    // Blocked workers serve fewer requests than the connections ask for, with no
+    // resource saturated: the rate is the blocking's, not the load's concurrency.
+    Explains {
+        cause: "worker-blocked",
+        consequence: "concurrency-bound",
+        why: "the workers spent that time blocked in the call named above, not waiting for requests: the rate is set by the blocking",
+        unless: None,
+    },
     // Out of ports, connect() first searches the whole range: the search's cost is
     // part of running out.
     Explains {

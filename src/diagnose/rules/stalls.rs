@@ -65,8 +65,14 @@ pub(super) fn worker_blocked(c: &Ctx) -> Option<Finding> {
         fact("of them ≥ 10 ms", long as f64, "waits"),
     ];
     f.explanation = format!(
-        "The workers left their CPU while they had work: {what}, {} times for {:.0} ms in all, the longest {:.0} ms. A worker of an event-driven server serves all its connections from one thread: while it waits in a call, every connection it holds waits too. (From the kernel's context switches of the server's threads: each interval off CPU with the stack it left from.)",
-        top.count, top.total_ms, top.max_ms
+        "The workers left their CPU while they had work: {what}, {} times for {:.0} ms in all, the longest {:.0} ms. A worker of an event-driven server serves all its connections from one thread: while it waits in a call, every connection it holds waits too. ({})",
+        top.count,
+        top.total_ms,
+        top.max_ms,
+        match off.sampled_hz {
+            None => "From the kernel's context switches of the server's threads: each interval off CPU with the stack it left from.".to_string(),
+            Some(hz) => format!("From the server threads' states, calls and wait channels sampled in /proc {hz} times a second: perf was not permitted, so there are no stacks and waits are timed to within a sample."),
+        }
     );
     f.fix = fix_for(c, top);
     Some(f)

@@ -20,6 +20,7 @@ use perf_event::events::Software;
 use perf_event::{Builder, Clock, SampleFlag, Sampler};
 
 mod classify;
+pub mod sampled;
 
 use super::profile::{fold, paranoid, permission, symbolize, threads, Names, Raw};
 use crate::run::{OffClass, OffCpu, OffProcess, OffStall, OffWait, Profile, STALL_MS};
@@ -107,15 +108,63 @@ pub struct OffCpuWatch {
     started_ns: u64,
 }
 
-impl OffCpuWatch {
-    /// Starts watching every thread of `pids`. Err: one line saying why not and what
-    /// to change.
-    pub fn start(pids: &[i32]) -> Result<OffCpuWatch, String> {
-        OffCpuWatch::start_threads(&threads(pids))
+/// The off-CPU watch in force: the context switches, or — where perf may not watch
+/// them — the threads' states sampled from `/proc`.
+pub enum Watch {
+    Switches(OffCpuWatch),
+    Sampled(sampled::SampledWatch),
+}
+
+impl Watch {
+    /// Starts the best watch permitted on every thread of `pids`: Ok with a note when it
+    /// had to sample; Err, one line saying why neither can and what to change.
+    pub fn start(pids: &[i32]) -> Result<(Watch, Option<String>), String> {
+        let threads = threads(pids);
+        match OffCpuWatch::start_threads(&threads) {
+            Ok(w) => Ok((Watch::Switches(w), None)),
+            Err(Refused::NotPermitted(e)) => match sampled::SampledWatch::start(&threads) {
+                Ok(w) => Ok((
+                    Watch::Sampled(w),
+                    Some(format!(
+                        "{e}; sampled the threads' states from /proc at {} Hz instead (no stacks)",
+                        sampled::HZ
+                    )),
+                )),
+                Err(why) => Err(format!("{e}; {why}")),
+            },
+            Err(Refused::Other(e)) => Err(e),
+        }
     }
 
+    /// Stops watching. `origin_ns`/`origin`: the watch's start on CLOCK_MONOTONIC and
+    /// as an `Instant` (stalls go on the samples' clock).
+    pub fn finish(self, origin_ns: u64, origin: std::time::Instant) -> OffCpu {
+        match self {
+            Watch::Switches(w) => w.finish(origin_ns),
+            Watch::Sampled(w) => w.finish(origin),
+        }
+    }
+}
+
+/// Why the context switches cannot be watched.
+#[derive(Debug)]
+pub enum Refused {
+    /// Not permitted (the message says what to change); /proc may still be sampled.
+    NotPermitted(String),
+    Other(String),
+}
+
+impl std::fmt::Display for Refused {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Refused::NotPermitted(e) | Refused::Other(e) => f.write_str(e),
+        }
+    }
+}
+
+impl OffCpuWatch {
     /// Starts watching the threads `(pid, tid)`.
-    pub fn start_threads(threads: &[(i32, i32)]) -> Result<OffCpuWatch, String> {
+    pub fn start_threads(threads: &[(i32, i32)]) -> Result<OffCpuWatch, Refused> {
         let mut samplers = Vec::new();
         let mut first_err = None;
         for &(pid, tid) in threads.iter().take(MAX_THREADS) {
@@ -128,12 +177,12 @@ impl OffCpuWatch {
         }
         if samplers.is_empty() {
             return Err(match first_err {
-                Some(e) if permission(&e) => format!(
+                Some(e) if permission(&e) => Refused::NotPermitted(format!(
                     "off-CPU: not permitted to watch the server's context switches ({e}; kernel.perf_event_paranoid={}): run as root or with CAP_PERFMON",
                     paranoid()
-                ),
-                Some(e) => format!("off-CPU: perf events unavailable ({e})"),
-                None => "off-CPU: no server thread to watch".to_string(),
+                )),
+                Some(e) => Refused::Other(format!("off-CPU: perf events unavailable ({e})")),
+                None => Refused::Other("off-CPU: no server thread to watch".to_string()),
             });
         }
         for (_, _, s) in samplers.iter_mut() {
@@ -148,7 +197,7 @@ impl OffCpuWatch {
         let thread = std::thread::Builder::new()
             .name("loadlens-offcpu".into())
             .spawn(move || drain(samplers, &flag))
-            .map_err(|e| format!("off-CPU: cannot start its thread ({e})"))?;
+            .map_err(|e| Refused::Other(format!("off-CPU: cannot start its thread ({e})")))?;
         Ok(OffCpuWatch {
             per_pid,
             stop,
@@ -414,6 +463,7 @@ fn classify(
         duration_s,
         lost: g.lost,
         watch_cpu_pct: g.cpu_pct,
+        sampled_hz: None,
         processes: per_pid
             .into_iter()
             .map(|(pid, ms)| OffProcess {
@@ -492,7 +542,8 @@ mod tests {
             n
         });
         let tid = rx.recv().unwrap();
-        let watch = OffCpuWatch::start_threads(&[(std::process::id() as i32, tid)]).unwrap();
+        let watch = OffCpuWatch::start_threads(&[(std::process::id() as i32, tid)])
+            .unwrap_or_else(|e| panic!("{e}"));
         let origin = monotonic_ns();
         go.send(()).unwrap();
         // Once the writer sleeps in pipe_write, keep it there 300 ms, then drain.
