@@ -461,9 +461,14 @@ mod tests {
         }
         assert!(seen, "the writer never blocked on its pipe");
         std::thread::sleep(Duration::from_millis(200));
+        // Read all it writes (a read past the end would wait for ever: this test holds
+        // the write end too).
         let mut sink = vec![0u8; 1 << 20];
-        while !writer.is_finished() {
-            unsafe { libc::read(r, sink.as_mut_ptr().cast(), sink.len()) };
+        let mut left = 32 * 4096;
+        while left > 0 {
+            let n = unsafe { libc::read(r, sink.as_mut_ptr().cast(), sink.len()) };
+            assert!(n > 0, "read {n}");
+            left -= n as usize;
         }
         writer.join().unwrap();
         let off = watch.finish(origin);
