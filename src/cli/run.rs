@@ -39,6 +39,17 @@ pub struct RunArgs {
     /// is measured from each request's scheduled time (corrected for coordinated omission).
     #[arg(short = 'R', long, value_parser = parse_count)]
     pub(super) rate: Option<u64>,
+    /// A mix of requests: JSON lines (`method`, `url` — absolute or a path —,
+    /// `headers`, `body` or `body_file`, `weight`, `name`) or one URL per line; `-` =
+    /// standard input. Results are kept per endpoint name.
+    #[arg(long, value_name = "FILE")]
+    pub(super) targets: Option<String>,
+    /// Seed of the weighted order of --targets: the same seed sends the same sequence.
+    #[arg(long, requires = "targets", default_value_t = crate::spec::targets::DEFAULT_SEED)]
+    pub(super) seed: u64,
+    /// Send --targets in the file's order, round robin (weights above 0 ignored).
+    #[arg(long, requires = "targets")]
+    pub(super) sequential: bool,
     /// Print the latency percentiles, status codes and connection details.
     #[arg(long)]
     pub(super) latency: bool,
@@ -168,7 +179,15 @@ pub(super) fn prepare(a: &mut RunArgs) -> anyhow::Result<(Vec<u8>, Spec)> {
         a.load.profile = true;
     }
     let body = a.load.body()?;
-    let whole = a.load.spec(a.shape(), body.len())?;
+    let mut whole = a.load.spec(a.shape(), body.len())?;
+    if let Some(file) = &a.targets {
+        if a.load.body.is_some() || a.load.body_file.is_some() {
+            anyhow::bail!("--targets gives each request its own body: drop --body/--body-file");
+        }
+        let mix = crate::spec::targets::load(file, &whole.url, a.seed, a.sequential)
+            .map_err(anyhow::Error::msg)?;
+        whole.mix = Some(mix);
+    }
     Ok((body, whole))
 }
 

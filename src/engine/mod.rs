@@ -24,13 +24,13 @@ use std::time::{Duration, Instant};
 use anyhow::Context;
 
 use crate::run::{
-    ClientCheck, ClientQuota, ErrorCounts, LatencySummary, LoadResults, Phases, Second, Spread,
-    ThreadCpu,
+    ClientCheck, ClientQuota, EndpointResult, ErrorCounts, LatencySummary, LoadResults, Phases,
+    Second, Spread, ThreadCpu,
 };
-use crate::spec::{HttpVersion, IoBackend, RequestBytes, Spec, Target};
+use crate::spec::{HttpVersion, IoBackend, Requests, Spec, Target};
 use crate::sys::cgroup::{self, CpuStat, Proc};
 use crate::sys::thread_cpu::ThreadCpuSample;
-use h2::frame::RequestFrames;
+use h2::frame::H2Requests;
 use stats::{ErrorKind, ThreadStats, Tick};
 use timeline::TimelineBuilder;
 use transport::{Plain, Tls, TlsConfig, Transport};
@@ -183,10 +183,10 @@ fn run_with<T: Transport + 'static>(
     // HTTP/2 sends the body from its frames; the HTTP/1.1 bytes then keep only the head
     // (whether responses have bodies), not two more copies of a body of up to 64 MiB.
     let h1_body = if h2 { &[][..] } else { body };
-    let request = Arc::new(RequestBytes::build(spec, target, h1_body));
+    let request = Arc::new(Requests::build(spec, target, h1_body));
     let frames = match h2 {
         true => Some(Arc::new(
-            RequestFrames::build(spec, target, body).map_err(|e| anyhow::anyhow!(e))?,
+            H2Requests::build(spec, target, body).map_err(|e| anyhow::anyhow!(e))?,
         )),
         false => None,
     };
@@ -277,7 +277,7 @@ fn run_with<T: Transport + 'static>(
         }
     }
 
-    let mut merged = ThreadStats::new(timeout * 2 + Duration::from_secs(1));
+    let mut merged = ThreadStats::new(timeout * 2 + Duration::from_secs(1), request.endpoints);
     let mut cpus = Vec::with_capacity(threads);
     let mut end = start;
     for h in handles {
@@ -338,7 +338,27 @@ fn results_from(
         .map(|&(errno, n)| (errno_name(errno), n))
         .collect();
     let e = |k: ErrorKind| s.errors[k as usize];
+    let names = spec.mix.as_ref().map_or(&[][..], |m| &m.endpoints[..]);
+    let endpoints = names
+        .iter()
+        .zip(&s.endpoints)
+        .map(|(name, ep)| EndpointResult {
+            name: name.clone(),
+            requests: ep.responses + ep.errors,
+            responses: ep.responses,
+            errors: ep.errors,
+            status_codes: ep
+                .status
+                .iter()
+                .enumerate()
+                .filter(|(_, &n)| n > 0)
+                .map(|(code, &n)| (code as u16, n))
+                .collect(),
+            latency: LatencySummary::from_histogram(&ep.latency, spec.rate.is_some()),
+        })
+        .collect();
     LoadResults {
+        endpoints,
         duration_s,
         responses: s.responses,
         bytes_read: s.bytes_read,

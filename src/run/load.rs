@@ -83,6 +83,10 @@ pub struct LoadResults {
     pub thread_requests_per_s: Spread,
     /// One entry per second of the load.
     pub timeline: Vec<Second>,
+    /// `--targets`: results per endpoint, in the targets file's order of first
+    /// appearance (absent for a run of one request).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub endpoints: Vec<super::endpoint::EndpointResult>,
 }
 
 /// Time by phase: name resolution once per run, then per new connection the TCP

@@ -1,0 +1,34 @@
+//! Results per endpoint of a `--targets` mix: one entry per name, each with its own
+//! HdrHistogram, so that merging Runs (segments) adds them exactly as it adds the totals.
+
+use std::collections::BTreeMap;
+
+use serde::{Deserialize, Serialize};
+
+use super::load::LatencySummary;
+
+/// One endpoint's results (an endpoint is a target name: the target's `name`, else its
+/// method and path without the query; beyond 100 names, `other`).
+#[derive(Debug, Clone, Serialize, Deserialize, schemars::JsonSchema)]
+pub struct EndpointResult {
+    /// The endpoint's name.
+    pub name: String,
+    /// Requests that ended, answered or failed (`responses + errors`).
+    pub requests: u64,
+    /// Complete responses received (any status).
+    pub responses: u64,
+    /// Requests that failed (any error class: connect, read, write, timeout, parse,
+    /// reset).
+    pub errors: u64,
+    /// Responses by status code.
+    pub status_codes: BTreeMap<u16, u64>,
+    /// Latency of its responses, measured as the run's (`results.latency`).
+    pub latency: LatencySummary,
+}
+
+impl EndpointResult {
+    /// Total time its responses took, µs (count × mean): what the terminal sorts by.
+    pub fn total_us(&self) -> f64 {
+        self.latency.count as f64 * self.latency.mean_us
+    }
+}

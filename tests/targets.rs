@@ -1,0 +1,229 @@
+//! `run --targets`: a weighted mix of requests against real nginx. nginx's own access
+//! log (a second log with the method and path) is the reference: the requests it saw per
+//! path keep the weights, and equal loadlens's results per endpoint; the same seed sends
+//! the same requests; a bad targets file is refused before any load.
+
+mod common;
+
+use std::collections::BTreeMap;
+use std::path::Path;
+
+use common::{assert_valid, loadlens, run_json, u, Nginx};
+use serde_json::Value;
+
+/// Three locations answering 200, and a second access log of `METHOD PATH STATUS`.
+fn nginx(dir: &Path, listen: &str) -> Nginx {
+    let http = format!(
+        "log_format paths '$request_method $uri $status';\n    access_log {}/paths.log paths;",
+        dir.display()
+    );
+    Nginx::start_with_listen(
+        &http,
+        r#"location = /a { return 200 "a"; }
+           location = /b { return 200 "bb"; }
+           location = /c { return 200 "ccc"; }
+           location = /p { return 201 "posted"; }"#,
+        listen,
+    )
+}
+
+/// The weighted mix: 5/3/2 over three paths, one with a header list and a query.
+fn targets_file(dir: &Path) -> String {
+    let f = dir.join("targets.jsonl");
+    std::fs::write(
+        &f,
+        concat!(
+            "{\"url\": \"/a\", \"weight\": 5}\n",
+            "{\"url\": \"/b?q=1\", \"weight\": 3, \"headers\": {\"X-Mix\": [\"1\", \"2\"]}}\n",
+            "# the third, by absolute URL (filled in below)\n",
+        ),
+    )
+    .unwrap();
+    f.display().to_string()
+}
+
+fn with_c(file: &str, ng: &Nginx) -> String {
+    let mut text = std::fs::read_to_string(file).unwrap();
+    text.push_str(&format!(
+        "{{\"method\": \"GET\", \"url\": \"{}\", \"weight\": 2, \"name\": \"the c\"}}\n",
+        ng.url("/c")
+    ));
+    std::fs::write(file, text).unwrap();
+    file.to_string()
+}
+
+/// Requests nginx logged per path (after every connection is closed).
+fn logged(ng: &Nginx, dir: &Path) -> BTreeMap<String, u64> {
+    ng.log(); // waits until nginx has logged every request
+    let text = std::fs::read_to_string(dir.join("paths.log")).unwrap();
+    let mut n = BTreeMap::new();
+    for l in text.lines() {
+        let path = l.split(' ').nth(1).unwrap().to_string();
+        *n.entry(path).or_insert(0) += 1;
+    }
+    n
+}
+
+fn endpoints(run: &Value) -> BTreeMap<String, (u64, u64, u64)> {
+    run["results"]["endpoints"]
+        .as_array()
+        .expect("results.endpoints")
+        .iter()
+        .map(|e| {
+            (
+                e["name"].as_str().unwrap().to_string(),
+                (u(e, "requests"), u(e, "responses"), u(e, "errors")),
+            )
+        })
+        .collect()
+}
+
+/// The mix `-n 2000` against fresh nginx; returns the Run and nginx's counts per path.
+fn mixed_run(extra: &[&str], listen: &str) -> (Value, BTreeMap<String, u64>) {
+    mixed_run_on(&["-c", "8", "-t", "2"], extra, listen)
+}
+
+/// The same with these connections and threads.
+fn mixed_run_on(conns: &[&str], extra: &[&str], listen: &str) -> (Value, BTreeMap<String, u64>) {
+    let dir = tempfile::tempdir().unwrap();
+    let ng = nginx(dir.path(), listen);
+    let file = with_c(&targets_file(dir.path()), &ng);
+    let url = ng.url("/");
+    let mut args = vec!["-n", "2000", "--no-watch", "--targets", &file];
+    args.extend_from_slice(conns);
+    args.extend_from_slice(extra);
+    args.push(&url);
+    let run = run_json(&args);
+    let log = logged(&ng, dir.path());
+    (run, log)
+}
+
+fn check_mix(run: &Value, log: &BTreeMap<String, u64>) {
+    assert_valid("run", run);
+    assert_eq!(u(run, "results.responses"), 2000);
+    let total: u64 = log.values().sum();
+    assert_eq!(total, 2000, "nginx logged {log:?}");
+    // Within ±2 percentage points of 50/30/20.
+    for (path, share) in [("/a", 0.5), ("/b", 0.3), ("/c", 0.2)] {
+        let got = log[path] as f64 / total as f64;
+        assert!(
+            (got - share).abs() <= 0.02,
+            "{path}: {got} of the requests, want {share}"
+        );
+    }
+    let ep = endpoints(run);
+    assert_eq!(ep.len(), 3, "{ep:?}");
+    assert_eq!(ep["GET /a"], (log["/a"], log["/a"], 0));
+    assert_eq!(ep["GET /b"], (log["/b"], log["/b"], 0));
+    assert_eq!(ep["the c"], (log["/c"], log["/c"], 0));
+    for e in run["results"]["endpoints"].as_array().unwrap() {
+        assert_eq!(u(e, "latency.count"), u(e, "responses"));
+        assert_eq!(u(e, "status_codes.200"), u(e, "responses"));
+    }
+    assert_eq!(run["spec"]["mix"]["seed"], 1);
+    assert_eq!(run["spec"]["mix"]["targets"], 3);
+}
+
+#[test]
+fn a_weighted_mix_keeps_its_weights_and_counts_what_nginx_saw() {
+    let (run, log) = mixed_run(&[], "");
+    check_mix(&run, &log);
+}
+
+#[test]
+fn a_weighted_mix_on_epoll_and_with_connreqs() {
+    let (run, log) = mixed_run(&["--io", "epoll", "--connreqs", "7"], "");
+    assert_eq!(run["results"]["io"], "epoll");
+    check_mix(&run, &log);
+}
+
+#[test]
+fn a_weighted_mix_over_http2() {
+    let (run, log) = mixed_run(&["--h2", "--max-concurrent-streams", "4"], "http2");
+    assert_eq!(run["results"]["protocol"], "h2");
+    check_mix(&run, &log);
+}
+
+#[test]
+fn a_weighted_mix_in_open_loop() {
+    let (run, log) = mixed_run(&["-R", "2000"], "");
+    check_mix(&run, &log);
+}
+
+#[test]
+fn the_same_seed_sends_the_same_requests() {
+    let (a, _) = mixed_run(&["--seed", "42"], "");
+    let (b, _) = mixed_run_on(&["-c", "3", "-t", "1"], &["--seed", "42"], "");
+    assert_eq!(endpoints(&a), endpoints(&b));
+    assert_eq!(a["spec"]["mix"]["seed"], 42);
+}
+
+#[test]
+fn sequential_is_round_robin_in_file_order() {
+    let dir = tempfile::tempdir().unwrap();
+    let ng = nginx(dir.path(), "");
+    let file = dir.path().join("urls.txt");
+    std::fs::write(&file, "/a\n/b\nPOST /p\n").unwrap();
+    let run = run_json(&[
+        "-n",
+        "300",
+        "-c",
+        "4",
+        "-t",
+        "1",
+        "--no-watch",
+        "--sequential",
+        "--targets",
+        file.to_str().unwrap(),
+        &ng.url("/"),
+    ]);
+    let log = logged(&ng, dir.path());
+    assert_eq!(log.values().copied().collect::<Vec<_>>(), [100, 100, 100]);
+    let ep = endpoints(&run);
+    assert_eq!(ep["POST /p"], (100, 100, 0));
+    let p = &run["results"]["endpoints"][2];
+    assert_eq!(u(p, "status_codes.201"), 100);
+}
+
+#[test]
+fn a_bad_targets_file_is_refused_before_any_load_naming_its_line() {
+    let dir = tempfile::tempdir().unwrap();
+    let ng = nginx(dir.path(), "");
+    let bad = [
+        (
+            "{\"url\": \"/a\"}\n{\"url\": \"/b\",}\n",
+            "line 2: bad JSON",
+        ),
+        ("/a\n\n{\"url\": \"http://127.0.0.1:1/x\"}\n", "line 3: URL"),
+        (
+            "/a\n{\"url\": \"/b\", \"headers\": {\"X\": \"1\\r\\nY: 2\"}}\n",
+            "line 2: invalid header",
+        ),
+        (
+            "{\"url\": \"/a\", \"body_file\": \"missing.bin\"}\n",
+            "line 1: body_file",
+        ),
+        (
+            "{\"url\": \"/a\", \"weight\": 0}\n",
+            "line 1: every weight is 0",
+        ),
+    ];
+    for (i, (text, want)) in bad.iter().enumerate() {
+        let f = dir.path().join(format!("bad-{i}.jsonl"));
+        std::fs::write(&f, text).unwrap();
+        let out = loadlens()
+            .args(["run", "-n", "10", "--no-watch", "--targets"])
+            .arg(&f)
+            .arg(ng.url("/"))
+            .output()
+            .unwrap();
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "{err}");
+        assert_eq!(err.lines().count(), 1, "one line: {err}");
+        assert!(
+            err.starts_with(&format!("error: targets file {} {want}", f.display())),
+            "{err}"
+        );
+    }
+    assert!(logged(&ng, dir.path()).is_empty(), "no request was sent");
+}
