@@ -255,6 +255,7 @@ pub fn compare(runs: &[(String, Run)]) -> Comparison {
             .collect(),
         changes: runs[1..].iter().map(|_| None).collect(),
     });
+    rows.extend(endpoint_rows(runs, &use_reps));
     rows.extend(moved_most(runs, &use_reps));
     Comparison {
         schema_version: COMPARISON_SCHEMA_VERSION,
@@ -273,6 +274,86 @@ pub fn compare(runs: &[(String, Run)]) -> Comparison {
         warnings: warnings(runs),
         method: METHOD.to_string(),
     }
+}
+
+/// What is compared per endpoint of a `--targets` mix: name, unit, larger is better,
+/// the value in one load's results.
+type EndpointMetric = (
+    &'static str,
+    &'static str,
+    bool,
+    fn(&LoadResults, &str) -> Option<f64>,
+);
+const ENDPOINT_METRICS: [EndpointMetric; 3] = [
+    ("requests/s", "req/s", true, |r, n| {
+        let e = r.endpoints.iter().find(|e| e.name == n)?;
+        Some(e.responses as f64 / r.duration_s.max(1e-9))
+    }),
+    ("latency mean", "us", false, |r, n| {
+        let e = r.endpoints.iter().find(|e| e.name == n)?;
+        (e.latency.count > 0).then_some(e.latency.mean_us)
+    }),
+    ("latency p99", "us", false, |r, n| {
+        let e = r.endpoints.iter().find(|e| e.name == n)?;
+        e.latency.at(99.0).map(|v| v as f64)
+    }),
+];
+
+/// Rows per endpoint of mixed Runs (group `endpoint`), every name of any Run, the
+/// baseline's first. Their verdicts come from repetitions (`--repeat`), the only
+/// independent samples an endpoint has: Runs of one repetition each show the change
+/// with `not_enough_data`.
+fn endpoint_rows(runs: &[(String, Run)], use_reps: &dyn Fn(&Run) -> bool) -> Vec<CompareRow> {
+    let mut names: Vec<&str> = Vec::new();
+    for (_, r) in runs {
+        for e in &r.results.endpoints {
+            if !names.contains(&e.name.as_str()) {
+                names.push(&e.name);
+            }
+        }
+    }
+    let base = &runs[0].1;
+    let samples =
+        |run: &Run, f: fn(&LoadResults, &str) -> Option<f64>, n: &str, reps: bool| Samples {
+            xs: if reps {
+                repetitions_of(run)
+                    .into_iter()
+                    .filter_map(|r| f(r, n))
+                    .collect()
+            } else {
+                Vec::new()
+            },
+            repetitions: true,
+        };
+    let mut rows = Vec::new();
+    for name in names {
+        for (metric, unit, higher, f) in ENDPOINT_METRICS {
+            let values: Vec<Option<f64>> = runs.iter().map(|(_, r)| f(&r.results, name)).collect();
+            let changes = runs[1..]
+                .iter()
+                .enumerate()
+                .map(|(i, (_, r))| {
+                    let u = use_reps(r);
+                    change(
+                        values[0],
+                        values[i + 1],
+                        &samples(base, f, name, u),
+                        &samples(r, f, name, u),
+                    )
+                })
+                .collect();
+            rows.push(CompareRow {
+                metric: format!("{name}: {metric}"),
+                unit: unit.to_string(),
+                higher_is_better: Some(higher),
+                group: "endpoint".to_string(),
+                values,
+                texts: Vec::new(),
+                changes,
+            });
+        }
+    }
+    rows
 }
 
 /// The evidence rows whose values moved most between the baseline and any other run.

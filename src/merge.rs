@@ -211,6 +211,7 @@ fn side_by_side(runs: &[&Run], t0: f64) -> anyhow::Result<LoadResults> {
     out.thread_requests_per_s =
         Spread::pooled(runs.iter().map(|r| &r.results.thread_requests_per_s));
     out.timeline = aligned_timeline(runs, t0);
+    out.endpoints = crate::run::merged_endpoints(runs.iter().map(|r| &r.results.endpoints[..]))?;
     Ok(out)
 }
 

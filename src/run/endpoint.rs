@@ -32,3 +32,34 @@ impl EndpointResult {
         self.latency.count as f64 * self.latency.mean_us
     }
 }
+
+/// The endpoints of several loads (repetitions, or segments run side by side) added by
+/// name: counts summed, HdrHistograms added (exact, never percentiles averaged), in the
+/// order each name first appears.
+pub fn merged<'a>(
+    parts: impl Iterator<Item = &'a [EndpointResult]>,
+) -> anyhow::Result<Vec<EndpointResult>> {
+    let mut out: Vec<(EndpointResult, Vec<&'a LatencySummary>)> = Vec::new();
+    for part in parts {
+        for e in part {
+            match out.iter_mut().find(|(m, _)| m.name == e.name) {
+                Some((m, lat)) => {
+                    m.requests += e.requests;
+                    m.responses += e.responses;
+                    m.errors += e.errors;
+                    for (code, n) in &e.status_codes {
+                        *m.status_codes.entry(*code).or_default() += n;
+                    }
+                    lat.push(&e.latency);
+                }
+                None => out.push((e.clone(), vec![&e.latency])),
+            }
+        }
+    }
+    out.into_iter()
+        .map(|(mut m, lat)| {
+            m.latency = LatencySummary::merged(lat.into_iter())?;
+            Ok(m)
+        })
+        .collect()
+}

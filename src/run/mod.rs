@@ -36,7 +36,7 @@ pub use client::{ClientCheck, ClientQuota, ThreadCpu};
 pub use compare::{
     Change, CompareRow, ComparedRun, Comparison, Verdict, COMPARISON_SCHEMA_VERSION,
 };
-pub use endpoint::EndpointResult;
+pub use endpoint::{merged as merged_endpoints, EndpointResult};
 pub use evidence::{
     CgroupQuota, ConnWindow, Conntrack, CpuPct, Evidence, EvidenceSource, HostFacts, IfaceRate,
     OtherProcess, ProcRates, QueueGauge, QueueMax, Sample, Window,
