@@ -511,3 +511,52 @@ pub fn slower_than(c: &Comparison, pct: f64) -> Vec<String> {
     }
     out
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::run::test_endpoint;
+
+    fn run(latency_us: u64) -> Run {
+        let path = format!(
+            "{}/tests/data/runs/healthy-before.json",
+            env!("CARGO_MANIFEST_DIR")
+        );
+        let mut run = Run::from_json(&std::fs::read_to_string(path).unwrap()).unwrap();
+        run.results.endpoints = vec![
+            test_endpoint("GET /a", &[1000, 1000]),
+            test_endpoint("GET /b", &[latency_us, latency_us]),
+        ];
+        run
+    }
+
+    #[test]
+    fn mixed_runs_compare_per_endpoint() {
+        let c = compare(&[("A".into(), run(2000)), ("B".into(), run(3000))]);
+        let rows: Vec<&CompareRow> = c.rows.iter().filter(|r| r.group == "endpoint").collect();
+        assert_eq!(rows.len(), 6, "3 numbers for each of 2 endpoints");
+        let b = rows
+            .iter()
+            .find(|r| r.metric == "GET /b: latency mean")
+            .unwrap();
+        // HdrHistogram's 3 significant figures: 3000 µs is kept as 3001.
+        let near = |v: Option<f64>, want: f64| (v.unwrap() - want).abs() <= want * 1e-3;
+        assert!(
+            near(b.values[0], 2000.0) && near(b.values[1], 3000.0),
+            "{:?}",
+            b.values
+        );
+        let ch = b.changes[0].as_ref().unwrap();
+        assert!((ch.pct.unwrap() - 50.0).abs() < 0.5, "{:?}", ch.pct);
+        // One repetition each: no independent samples per endpoint to test.
+        assert_eq!(ch.verdict, Verdict::NotEnoughData);
+        let a = rows
+            .iter()
+            .find(|r| r.metric == "GET /a: latency mean")
+            .unwrap();
+        assert_eq!(
+            a.changes[0].as_ref().unwrap().verdict,
+            Verdict::NotSignificant
+        );
+    }
+}

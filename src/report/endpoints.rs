@@ -102,3 +102,50 @@ pub fn html(o: &mut String, run: &Run) {
     }
     o.push_str("</tbody></table>");
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::run::test_endpoint;
+
+    fn mixed_run() -> Run {
+        let path = format!(
+            "{}/tests/data/runs/healthy-before.json",
+            env!("CARGO_MANIFEST_DIR")
+        );
+        let mut run = Run::from_json(&std::fs::read_to_string(path).unwrap()).unwrap();
+        run.results.endpoints = vec![
+            // 3 × 1 ms = 3 ms in all.
+            test_endpoint("GET /many-fast", &[1000, 1000, 1000]),
+            // 1 × 10 ms: the most time, though the fewest requests.
+            test_endpoint("POST /one-slow", &[10_000]),
+            test_endpoint("GET /<b>", &[500]),
+        ];
+        run
+    }
+
+    #[test]
+    fn the_table_is_sorted_by_total_time() {
+        let text = render(&mixed_run());
+        let rows: Vec<&str> = text.lines().skip(2).collect();
+        assert!(rows[0].trim_start().starts_with("POST /one-slow"), "{text}");
+        assert!(rows[1].trim_start().starts_with("GET /many-fast"), "{text}");
+        assert!(rows[2].trim_start().starts_with("GET /<b>"), "{text}");
+        // Shares of 13.5 ms: 10/13.5, 3/13.5.
+        assert!(rows[0].ends_with("74.1%"), "{text}");
+        assert!(rows[1].ends_with("22.2%"), "{text}");
+    }
+
+    #[test]
+    fn a_run_of_one_request_has_no_table_and_names_are_escaped_in_html() {
+        let mut run = mixed_run();
+        let mut o = String::new();
+        html(&mut o, &run);
+        assert!(o.contains("<td>GET /&lt;b&gt;</td>"), "{o}");
+        run.results.endpoints.clear();
+        assert_eq!(render(&run), "");
+        let mut o = String::new();
+        html(&mut o, &run);
+        assert!(o.is_empty());
+    }
+}

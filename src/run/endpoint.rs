@@ -63,3 +63,47 @@ pub fn merged<'a>(
         })
         .collect()
 }
+
+#[cfg(test)]
+pub(crate) mod tests {
+    use super::*;
+
+    /// An endpoint whose responses took these latencies (µs).
+    pub fn endpoint(name: &str, latencies_us: &[u64]) -> EndpointResult {
+        let mut h = hdrhistogram::Histogram::<u64>::new_with_bounds(1, 60_000_000, 3).unwrap();
+        for &us in latencies_us {
+            h.record(us).unwrap();
+        }
+        let n = latencies_us.len() as u64;
+        EndpointResult {
+            name: name.into(),
+            requests: n + 1,
+            responses: n,
+            errors: 1,
+            status_codes: [(200, n)].into(),
+            latency: LatencySummary::from_histogram(&h, false),
+        }
+    }
+
+    #[test]
+    fn merged_endpoints_add_histograms_exactly_by_name() {
+        let a = [endpoint("GET /a", &[100, 200]), endpoint("GET /b", &[5000])];
+        let b = [
+            endpoint("GET /c", &[7]),
+            endpoint("GET /a", &[300, 400, 10_000]),
+        ];
+        let m = merged([&a[..], &b[..]].into_iter()).unwrap();
+        let names: Vec<&str> = m.iter().map(|e| e.name.as_str()).collect();
+        assert_eq!(names, ["GET /a", "GET /b", "GET /c"]);
+        let whole = endpoint("GET /a", &[100, 200, 300, 400, 10_000]);
+        assert_eq!(m[0].responses, 5);
+        assert_eq!(m[0].requests, 7);
+        assert_eq!(m[0].errors, 2);
+        assert_eq!(m[0].status_codes[&200], 5);
+        // The histogram of the union, not an average of percentiles.
+        assert_eq!(m[0].latency.histogram, whole.latency.histogram);
+        let json = |l: &LatencySummary| serde_json::to_value(&l.percentiles).unwrap();
+        assert_eq!(json(&m[0].latency), json(&whole.latency));
+        assert_eq!(m[0].latency.max_us, whole.latency.max_us);
+    }
+}

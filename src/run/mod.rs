@@ -36,6 +36,8 @@ pub use client::{ClientCheck, ClientQuota, ThreadCpu};
 pub use compare::{
     Change, CompareRow, ComparedRun, Comparison, Verdict, COMPARISON_SCHEMA_VERSION,
 };
+#[cfg(test)]
+pub(crate) use endpoint::tests::endpoint as test_endpoint;
 pub use endpoint::{merged as merged_endpoints, EndpointResult};
 pub use evidence::{
     CgroupQuota, ConnWindow, Conntrack, CpuPct, Evidence, EvidenceSource, HostFacts, IfaceRate,
