@@ -8,7 +8,9 @@ mod common;
 use std::collections::BTreeMap;
 use std::path::Path;
 
-use common::{assert_valid, loadlens, run_json, u, Nginx};
+use common::{
+    assert_ok, assert_valid, latency_histogram, loadlens, ran_on_io_uring, run_json, u, Nginx,
+};
 use serde_json::Value;
 
 /// Three locations answering 200, and a second access log of `METHOD PATH STATUS`.
@@ -127,6 +129,8 @@ fn check_mix(run: &Value, log: &BTreeMap<String, u64>) {
 #[test]
 fn a_weighted_mix_keeps_its_weights_and_counts_what_nginx_saw() {
     let (run, log) = mixed_run(&[], "");
+    // The default backend: io_uring where the kernel allows it (else its epoll fallback).
+    ran_on_io_uring(&run);
     check_mix(&run, &log);
 }
 
@@ -226,4 +230,67 @@ fn a_bad_targets_file_is_refused_before_any_load_naming_its_line() {
         );
     }
     assert!(logged(&ng, dir.path()).is_empty(), "no request was sent");
+}
+
+/// Two segments of a mix (run one after the other against the same nginx) merged:
+/// each endpoint's counts summed and its histogram the union of the segments'.
+#[test]
+fn segments_of_a_mix_merge_per_endpoint_exactly() {
+    let dir = tempfile::tempdir().unwrap();
+    let ng = nginx(dir.path(), "");
+    let file = with_c(&targets_file(dir.path()), &ng);
+    let url = ng.url("/");
+    let files: Vec<_> = ["1/2", "2/2"]
+        .iter()
+        .enumerate()
+        .map(|(i, seg)| {
+            let f = dir.path().join(format!("seg-{i}.json"));
+            let out = loadlens()
+                .args(["run", "-n", "1000", "-c", "4", "-t", "2", "--no-watch"])
+                .args(["--targets", &file, "--segment", seg, "--json"])
+                .arg(&f)
+                .args(["-q", &url])
+                .output()
+                .unwrap();
+            assert_ok(&out);
+            f
+        })
+        .collect();
+    let merged_path = dir.path().join("merged.json");
+    let out = loadlens()
+        .arg("merge")
+        .args(&files)
+        .arg("--json")
+        .arg(&merged_path)
+        .output()
+        .unwrap();
+    assert_ok(&out);
+    let read =
+        |p: &Path| -> Value { serde_json::from_str(&std::fs::read_to_string(p).unwrap()).unwrap() };
+    let m = read(&merged_path);
+    let segs: Vec<Value> = files.iter().map(|f| read(f)).collect();
+    assert_valid("run", &m);
+    let log = logged(&ng, dir.path());
+    let ep = endpoints(&m);
+    assert_eq!(ep["GET /a"].0, log["/a"]);
+    assert_eq!(ep["GET /b"].0, log["/b"]);
+    assert_eq!(ep["the c"].0, log["/c"]);
+    for (k, e) in m["results"]["endpoints"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .enumerate()
+    {
+        let mut union = latency_histogram(&segs[0]["results"]["endpoints"][k]["latency"]);
+        union
+            .add(latency_histogram(
+                &segs[1]["results"]["endpoints"][k]["latency"],
+            ))
+            .unwrap();
+        let merged = latency_histogram(&e["latency"]);
+        assert_eq!(merged.len(), union.len());
+        for q in [0.5, 0.99, 1.0] {
+            assert_eq!(merged.value_at_quantile(q), union.value_at_quantile(q));
+        }
+    }
 }
