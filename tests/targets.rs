@@ -162,31 +162,64 @@ fn the_same_seed_sends_the_same_requests() {
     assert_eq!(a["spec"]["mix"]["seed"], 42);
 }
 
-#[test]
-fn sequential_is_round_robin_in_file_order() {
+/// `--sequential` over plain lines read from standard input: GET, POST and HEAD (whose
+/// responses have a length but no body: the parser is told per request).
+fn sequential(extra: &[&str], listen: &str) {
     let dir = tempfile::tempdir().unwrap();
-    let ng = nginx(dir.path(), "");
-    let file = dir.path().join("urls.txt");
-    std::fs::write(&file, "/a\n/b\nPOST /p\n").unwrap();
-    let run = run_json(&[
-        "-n",
-        "300",
-        "-c",
-        "4",
-        "-t",
-        "1",
-        "--no-watch",
-        "--sequential",
-        "--targets",
-        file.to_str().unwrap(),
-        &ng.url("/"),
-    ]);
+    let ng = nginx(dir.path(), listen);
+    let mut child = loadlens()
+        .args([
+            "run",
+            "-n",
+            "400",
+            "-c",
+            "4",
+            "-t",
+            "1",
+            "--no-watch",
+            "--sequential",
+        ])
+        .args(extra)
+        .args(["--targets", "-", "--json", "-", &ng.url("/")])
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    use std::io::Write as _;
+    child
+        .stdin
+        .take()
+        .unwrap()
+        .write_all(b"/a\n/b\nPOST /p\nHEAD /c\n")
+        .unwrap();
+    let out = child.wait_with_output().unwrap();
+    assert_ok(&out);
+    let run: Value = serde_json::from_slice(&out.stdout).unwrap();
     let log = logged(&ng, dir.path());
-    assert_eq!(log.values().copied().collect::<Vec<_>>(), [100, 100, 100]);
+    assert_eq!(
+        log.values().copied().collect::<Vec<_>>(),
+        [100, 100, 100, 100]
+    );
     let ep = endpoints(&run);
     assert_eq!(ep["POST /p"], (100, 100, 0));
-    let p = &run["results"]["endpoints"][2];
-    assert_eq!(u(p, "status_codes.201"), 100);
+    assert_eq!(ep["HEAD /c"], (100, 100, 0));
+    assert_eq!(u(&run["results"]["endpoints"][2], "status_codes.201"), 100);
+    assert_eq!(run["spec"]["mix"]["file"], "-");
+}
+
+#[test]
+fn sequential_is_round_robin_in_file_order() {
+    sequential(&[], "");
+}
+
+#[test]
+fn sequential_with_head_requests_on_epoll() {
+    sequential(&["--io", "epoll"], "");
+}
+
+#[test]
+fn sequential_with_head_requests_over_http2() {
+    sequential(&["--h2"], "http2");
 }
 
 #[test]
