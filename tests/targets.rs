@@ -327,3 +327,113 @@ fn segments_of_a_mix_merge_per_endpoint_exactly() {
         }
     }
 }
+
+/// A combined log of 4 seconds (50 requests a second over three paths, every tenth a
+/// POST) for `--replay`.
+fn access_log(dir: &Path) -> String {
+    let paths = ["/a", "/b?q=1", "/c", "/a"];
+    let text: String = (0..200)
+        .map(|i| {
+            let method = if i % 10 == 9 { "POST" } else { "GET" };
+            format!(
+                "127.0.0.1 - - [25/Nov/2026:10:00:0{} +0000] \"{method} {} HTTP/1.1\" 200 5 \"-\" \"curl/8\"\n",
+                i / 50,
+                paths[i % 4]
+            )
+        })
+        .collect();
+    let f = dir.join("access.log");
+    std::fs::write(&f, text).unwrap();
+    f.display().to_string()
+}
+
+/// Replays the log at `speed`; returns the Run and what nginx saw per path.
+fn replay(speed: &str, extra: &[&str]) -> (Value, BTreeMap<String, u64>) {
+    let dir = tempfile::tempdir().unwrap();
+    let ng = nginx(dir.path(), "");
+    let log = access_log(dir.path());
+    let url = ng.url("/");
+    let mut args = vec![
+        "-c",
+        "10",
+        "-t",
+        "2",
+        "--no-watch",
+        "--replay",
+        &log,
+        "--speed",
+        speed,
+    ];
+    args.extend_from_slice(extra);
+    args.push(&url);
+    let run = run_json(&args);
+    (run, logged(&ng, dir.path()))
+}
+
+fn check_replay(run: &Value, log: &BTreeMap<String, u64>) {
+    assert_valid("run", run);
+    // 200 lines, 20 POSTs skipped (lines 10, 20, …: /b and /a in turn); /a is two of
+    // every four lines.
+    assert_eq!(run["spec"]["mix"]["replay"]["requests"], 180);
+    assert_eq!(run["spec"]["mix"]["replay"]["skipped_with_body"], 20);
+    assert_eq!(u(run, "results.responses"), 180);
+    let want: BTreeMap<String, u64> = [("/a", 90), ("/b", 40), ("/c", 50)]
+        .iter()
+        .map(|(p, n)| (p.to_string(), *n))
+        .collect();
+    assert_eq!(log, &want);
+    let ep = endpoints(run);
+    assert_eq!(ep["GET /a"], (90, 90, 0));
+    assert_eq!(ep["GET /b"], (40, 40, 0));
+    assert_eq!(ep["GET /c"], (50, 50, 0));
+}
+
+#[test]
+fn a_replayed_log_keeps_its_requests_and_its_pace() {
+    for extra in [&[][..], &["--io", "epoll"][..]] {
+        let (run, log) = replay("4", extra);
+        check_replay(&run, &log);
+        // The log spans 3 s: at ×4 its last request is due 0.75 s after the start, so
+        // the load cannot have ended before.
+        assert!(run["results"]["duration_s"].as_f64().unwrap() >= 0.75);
+        assert_eq!(
+            run["results"]["latency"]["corrected_for_coordinated_omission"],
+            true
+        );
+    }
+}
+
+#[test]
+fn a_replayed_log_at_max_speed_is_a_closed_loop() {
+    let (run, log) = replay("max", &["--connreqs", "5"]);
+    check_replay(&run, &log);
+    assert_eq!(
+        run["results"]["latency"]["corrected_for_coordinated_omission"],
+        false
+    );
+}
+
+#[test]
+fn a_bad_replay_log_is_refused_before_any_load() {
+    let dir = tempfile::tempdir().unwrap();
+    let ng = nginx(dir.path(), "");
+    let f = dir.path().join("bad.log");
+    std::fs::write(
+        &f,
+        "127.0.0.1 - - [25/Nov/2026:10:00:00 +0000] \"GET /a HTTP/1.1\" 200 5\ngarbage\n",
+    )
+    .unwrap();
+    let out = loadlens()
+        .args(["run", "--no-watch", "--replay"])
+        .arg(&f)
+        .arg(ng.url("/"))
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{err}");
+    assert!(
+        err.starts_with(&format!("error: replay log {} line 2: ", f.display())),
+        "{err}"
+    );
+    assert!(logged(&ng, dir.path()).is_empty(), "no request was sent");
+}

@@ -65,6 +65,17 @@ fn read_buffer_size(connections: u32) -> usize {
     (256 * 1024 * 1024 / connections.max(1) as usize).clamp(MIN, MAX)
 }
 
+/// Whether requests are sent on a schedule (`-R`, or `--replay` at a speed): latency is
+/// then measured from each request's due time.
+fn open_loop(spec: &Spec) -> bool {
+    spec.rate.is_some()
+        || spec
+            .mix
+            .as_ref()
+            .and_then(|m| m.replay.as_ref())
+            .is_some_and(|r| r.speed.is_some())
+}
+
 /// Runs the load described by `spec` against `addr`.
 pub fn run(
     spec: &Spec,
@@ -223,7 +234,9 @@ fn run_with<T: Transport + 'static>(
             // Each connection carries connections/rate of the schedule.
             pace: spec
                 .rate
-                .map(|r| Duration::from_secs_f64(spec.connections as f64 / r)),
+                .map(|r| Duration::from_secs_f64(spec.connections as f64 / r))
+                // --replay at a speed: paced by each request's due time (`start_request`).
+                .or((!request.due_us.is_empty()).then_some(Duration::from_secs(1))),
             timeout,
             read_buffer,
             start,
@@ -354,7 +367,7 @@ fn results_from(
                 .filter(|(_, &n)| n > 0)
                 .map(|(code, &n)| (code as u16, n))
                 .collect(),
-            latency: LatencySummary::from_histogram(&ep.latency, spec.rate.is_some()),
+            latency: LatencySummary::from_histogram(&ep.latency, open_loop(spec)),
         })
         .collect();
     LoadResults {
@@ -385,7 +398,7 @@ fn results_from(
         streams_per_connection: 1,
         goaway_received: s.goaway,
         requests_per_connection: spec.connreqs,
-        latency: LatencySummary::from_histogram(&s.latency, spec.rate.is_some()),
+        latency: LatencySummary::from_histogram(&s.latency, open_loop(spec)),
         connect_time: LatencySummary::from_histogram(&s.connect_time, false),
         phases: Some(Phases {
             dns_us: target.resolve_us,

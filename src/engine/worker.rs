@@ -484,6 +484,21 @@ impl<'a, T: Transport> Loop<'a, T> {
     /// In open loop, a request not yet due parks the connection in `Paced` (still `true`:
     /// the connection lives on).
     pub(super) fn start_request<S>(&mut self, c: &mut Conn<S>, now: Instant) -> bool {
+        let due = &self.w.request.due_us;
+        if !due.is_empty() {
+            // --replay: the request's ordinal (claimed now, or with the connection) says
+            // when it is due; a connection holds it, parked, until then.
+            if !c.permit {
+                let Some(ordinal) = self.w.budget.claim() else {
+                    return false;
+                };
+                c.ordinal = ordinal;
+                c.permit = true;
+            }
+            if let Some(&us) = due.get(c.ordinal as usize) {
+                c.due = self.w.start + Duration::from_micros(us);
+            }
+        }
         if self.w.pace.is_some() && c.due > now {
             c.phase = Phase::Paced;
             self.paced.push(Reverse((c.due, c.idx)));

@@ -52,6 +52,32 @@ pub fn render(run: &Run) -> String {
         .unwrap_or(0)
         .clamp(8, 40);
     let mut o = String::new();
+    if let Some((mix, r)) = run
+        .spec
+        .mix
+        .as_ref()
+        .and_then(|m| Some((m, m.replay.as_ref()?)))
+    {
+        let _ = writeln!(
+            o,
+            "Replayed {}: {} requests over {:.1}s of log, {}{}",
+            mix.file,
+            r.requests,
+            r.span_s,
+            r.speed
+                .map_or("as fast as possible".to_string(), |f| format!(
+                    "at ×{f} its pace"
+                )),
+            if r.skipped_with_body > 0 {
+                format!(
+                    " ({} with a body skipped: the log does not hold it)",
+                    r.skipped_with_body
+                )
+            } else {
+                String::new()
+            }
+        );
+    }
     let _ = writeln!(o, "Endpoints (by total time = responses × mean latency)");
     let _ = writeln!(
         o,

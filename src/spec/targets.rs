@@ -49,10 +49,21 @@ pub struct MixSpec {
     pub targets: usize,
     /// The endpoint names results are kept under, in the file's order.
     pub endpoints: Vec<String>,
+    /// `--replay`: the access log replayed (absent for `--targets`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub replay: Option<super::replay::ReplaySpec>,
     /// The parsed targets (not recorded).
     #[serde(skip)]
     #[schemars(skip)]
     pub loaded: Arc<Vec<TargetLine>>,
+    /// `--replay`: the targets in the log's order (empty: the weighted order).
+    #[serde(skip)]
+    #[schemars(skip)]
+    pub sequence: Arc<Vec<u32>>,
+    /// `--replay` at a speed: when each request of `sequence` is due, µs from the start.
+    #[serde(skip)]
+    #[schemars(skip)]
+    pub due_us: Arc<Vec<u64>>,
 }
 
 /// One request of the mix, checked.
@@ -101,7 +112,10 @@ pub fn load(file: &str, run_url: &str, seed: u64, sequential: bool) -> Result<Mi
         sequential,
         targets: lines.len(),
         endpoints,
+        replay: None,
         loaded: Arc::new(lines),
+        sequence: Arc::default(),
+        due_us: Arc::default(),
     })
 }
 
@@ -332,6 +346,9 @@ pub struct Requests {
     pub endpoint: Vec<u16>,
     /// Endpoint names results are kept for (empty without `--targets`).
     pub endpoints: usize,
+    /// `--replay` at a speed: when the request of each ordinal is due, µs from the
+    /// start (empty otherwise).
+    pub due_us: Arc<Vec<u64>>,
 }
 
 impl Requests {
@@ -343,6 +360,7 @@ impl Requests {
                 order: vec![0],
                 endpoint: vec![0],
                 endpoints: 0,
+                due_us: Arc::default(),
             },
             Some(mix) => {
                 let (specs, targets): (Vec<Spec>, Vec<Target>) =
@@ -356,9 +374,14 @@ impl Requests {
                 let weights: Vec<u32> = mix.loaded.iter().map(|t| t.weight).collect();
                 Requests {
                     each,
-                    order: schedule(&weights, mix.seed, mix.sequential),
+                    order: if mix.sequence.is_empty() {
+                        schedule(&weights, mix.seed, mix.sequential)
+                    } else {
+                        mix.sequence.to_vec()
+                    },
                     endpoint: mix.loaded.iter().map(|t| t.endpoint).collect(),
                     endpoints: mix.endpoints.len(),
+                    due_us: mix.due_us.clone(),
                 }
             }
         }
