@@ -5,7 +5,11 @@
 //! Per request the loop does only the socket I/O, two clock reads and three histogram
 //! records (latency, time to first byte, body): the request bytes were built before the run, each connection owns its read
 //! buffer, and counters live in this thread until it ends. Time-based work (timeouts,
-//! retries, the per-second tick) runs from the loop, not per request.
+//! retries, the per-second tick) runs from the loop, not per request. A `--targets` mix
+//! or `--replay` adds an index per request: the target is read from the order table
+//! built before the run (`spec::Requests`), by the ordinal the request's budget claim
+//! returned (`Budget::claim`), and its endpoint's counters are slots allocated before
+//! the run.
 
 use std::cmp::Reverse;
 use std::collections::BinaryHeap;
