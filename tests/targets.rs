@@ -262,6 +262,33 @@ fn a_bad_targets_file_is_refused_before_any_load_naming_its_line() {
             "{err}"
         );
     }
+    // Not text, and not there: one line each, before any load.
+    let bin = dir.path().join("bin.jsonl");
+    std::fs::write(&bin, b"/a\n\xff\xfe\n").unwrap();
+    for (f, want) in [
+        (bin.display().to_string(), "not UTF-8 text"),
+        ("/nonexistent/t.jsonl".to_string(), "No such file"),
+    ] {
+        let out = loadlens()
+            .args([
+                "run",
+                "-n",
+                "10",
+                "--no-watch",
+                "--targets",
+                &f,
+                &ng.url("/"),
+            ])
+            .output()
+            .unwrap();
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "{err}");
+        assert!(
+            err.starts_with(&format!("error: targets file {f}: ")),
+            "{err}"
+        );
+        assert!(err.contains(want), "{err}");
+    }
     assert!(logged(&ng, dir.path()).is_empty(), "no request was sent");
 }
 

@@ -42,7 +42,7 @@ const WITH_BODY: [&str; 3] = ["POST", "PUT", "PATCH"];
 
 /// Reads the log and builds the mix it replays, checked against the run's URL.
 pub fn load(file: &str, run_url: &str, speed: Option<f64>) -> Result<MixSpec, String> {
-    let text = std::fs::read_to_string(file).map_err(|e| format!("replay log {file}: {e}"))?;
+    let text = targets::read_capped(file, "replay log")?;
     from_text(&text, file, run_url, speed)
 }
 

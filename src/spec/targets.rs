@@ -94,16 +94,43 @@ struct JsonLine {
     name: Option<String>,
 }
 
+/// A targets file or log is read whole before the load; beyond this it is refused (a
+/// device such as /dev/zero would otherwise be read until memory runs out).
+const MAX_FILE_BYTES: u64 = 512 * 1024 * 1024;
+
+/// Reads `file` (`-` = standard input) as text, at most [`MAX_FILE_BYTES`]; `what`
+/// names it in errors.
+pub fn read_capped(file: &str, what: &str) -> Result<String, String> {
+    use std::io::Read;
+    let err = |e: std::io::Error| format!("{what} {file}: {e}");
+    let mut bytes = Vec::new();
+    if file == "-" {
+        std::io::stdin()
+            .take(MAX_FILE_BYTES + 1)
+            .read_to_end(&mut bytes)
+            .map_err(err)?;
+    } else {
+        std::fs::File::open(file)
+            .and_then(|f| f.take(MAX_FILE_BYTES + 1).read_to_end(&mut bytes))
+            .map_err(err)?;
+    }
+    if bytes.len() as u64 > MAX_FILE_BYTES {
+        return Err(format!(
+            "{what} {file}: larger than {} MiB — split it",
+            MAX_FILE_BYTES >> 20
+        ));
+    }
+    String::from_utf8(bytes).map_err(|e| {
+        format!(
+            "{what} {file}: not UTF-8 text (byte {} is not)",
+            e.utf8_error().valid_up_to()
+        )
+    })
+}
+
 /// Reads `file` (`-` = standard input) and checks every line against the run's URL.
 pub fn load(file: &str, run_url: &str, seed: u64, sequential: bool) -> Result<MixSpec, String> {
-    let text = if file == "-" {
-        let mut s = String::new();
-        std::io::Read::read_to_string(&mut std::io::stdin(), &mut s)
-            .map_err(|e| format!("targets file -: cannot read standard input: {e}"))?;
-        s
-    } else {
-        std::fs::read_to_string(file).map_err(|e| format!("targets file {file}: {e}"))?
-    };
+    let text = read_capped(file, "targets file")?;
     let dir = Path::new(file).parent().unwrap_or(Path::new("."));
     let (lines, endpoints) = parse(&text, file, run_url, dir)?;
     Ok(MixSpec {
