@@ -255,6 +255,7 @@ pub fn compare(runs: &[(String, Run)]) -> Comparison {
             .collect(),
         changes: runs[1..].iter().map(|_| None).collect(),
     });
+    rows.extend(endpoint_rows(runs, &use_reps));
     rows.extend(moved_most(runs, &use_reps));
     Comparison {
         schema_version: COMPARISON_SCHEMA_VERSION,
@@ -273,6 +274,86 @@ pub fn compare(runs: &[(String, Run)]) -> Comparison {
         warnings: warnings(runs),
         method: METHOD.to_string(),
     }
+}
+
+/// What is compared per endpoint of a `--targets` mix: name, unit, larger is better,
+/// the value in one load's results.
+type EndpointMetric = (
+    &'static str,
+    &'static str,
+    bool,
+    fn(&LoadResults, &str) -> Option<f64>,
+);
+const ENDPOINT_METRICS: [EndpointMetric; 3] = [
+    ("requests/s", "req/s", true, |r, n| {
+        let e = r.endpoints.iter().find(|e| e.name == n)?;
+        Some(e.responses as f64 / r.duration_s.max(1e-9))
+    }),
+    ("latency mean", "us", false, |r, n| {
+        let e = r.endpoints.iter().find(|e| e.name == n)?;
+        (e.latency.count > 0).then_some(e.latency.mean_us)
+    }),
+    ("latency p99", "us", false, |r, n| {
+        let e = r.endpoints.iter().find(|e| e.name == n)?;
+        e.latency.at(99.0).map(|v| v as f64)
+    }),
+];
+
+/// Rows per endpoint of mixed Runs (group `endpoint`), every name of any Run, the
+/// baseline's first. Their verdicts come from repetitions (`--repeat`), the only
+/// independent samples an endpoint has: Runs of one repetition each show the change
+/// with `not_enough_data`.
+fn endpoint_rows(runs: &[(String, Run)], use_reps: &dyn Fn(&Run) -> bool) -> Vec<CompareRow> {
+    let mut names: Vec<&str> = Vec::new();
+    for (_, r) in runs {
+        for e in &r.results.endpoints {
+            if !names.contains(&e.name.as_str()) {
+                names.push(&e.name);
+            }
+        }
+    }
+    let base = &runs[0].1;
+    let samples =
+        |run: &Run, f: fn(&LoadResults, &str) -> Option<f64>, n: &str, reps: bool| Samples {
+            xs: if reps {
+                repetitions_of(run)
+                    .into_iter()
+                    .filter_map(|r| f(r, n))
+                    .collect()
+            } else {
+                Vec::new()
+            },
+            repetitions: true,
+        };
+    let mut rows = Vec::new();
+    for name in names {
+        for (metric, unit, higher, f) in ENDPOINT_METRICS {
+            let values: Vec<Option<f64>> = runs.iter().map(|(_, r)| f(&r.results, name)).collect();
+            let changes = runs[1..]
+                .iter()
+                .enumerate()
+                .map(|(i, (_, r))| {
+                    let u = use_reps(r);
+                    change(
+                        values[0],
+                        values[i + 1],
+                        &samples(base, f, name, u),
+                        &samples(r, f, name, u),
+                    )
+                })
+                .collect();
+            rows.push(CompareRow {
+                metric: format!("{name}: {metric}"),
+                unit: unit.to_string(),
+                higher_is_better: Some(higher),
+                group: "endpoint".to_string(),
+                values,
+                texts: Vec::new(),
+                changes,
+            });
+        }
+    }
+    rows
 }
 
 /// The evidence rows whose values moved most between the baseline and any other run.
@@ -429,4 +510,53 @@ pub fn slower_than(c: &Comparison, pct: f64) -> Vec<String> {
         }
     }
     out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::run::test_endpoint;
+
+    fn run(latency_us: u64) -> Run {
+        let path = format!(
+            "{}/tests/data/runs/healthy-before.json",
+            env!("CARGO_MANIFEST_DIR")
+        );
+        let mut run = Run::from_json(&std::fs::read_to_string(path).unwrap()).unwrap();
+        run.results.endpoints = vec![
+            test_endpoint("GET /a", &[1000, 1000]),
+            test_endpoint("GET /b", &[latency_us, latency_us]),
+        ];
+        run
+    }
+
+    #[test]
+    fn mixed_runs_compare_per_endpoint() {
+        let c = compare(&[("A".into(), run(2000)), ("B".into(), run(3000))]);
+        let rows: Vec<&CompareRow> = c.rows.iter().filter(|r| r.group == "endpoint").collect();
+        assert_eq!(rows.len(), 6, "3 numbers for each of 2 endpoints");
+        let b = rows
+            .iter()
+            .find(|r| r.metric == "GET /b: latency mean")
+            .unwrap();
+        // HdrHistogram's 3 significant figures: 3000 µs is kept as 3001.
+        let near = |v: Option<f64>, want: f64| (v.unwrap() - want).abs() <= want * 1e-3;
+        assert!(
+            near(b.values[0], 2000.0) && near(b.values[1], 3000.0),
+            "{:?}",
+            b.values
+        );
+        let ch = b.changes[0].as_ref().unwrap();
+        assert!((ch.pct.unwrap() - 50.0).abs() < 0.5, "{:?}", ch.pct);
+        // One repetition each: no independent samples per endpoint to test.
+        assert_eq!(ch.verdict, Verdict::NotEnoughData);
+        let a = rows
+            .iter()
+            .find(|r| r.metric == "GET /a: latency mean")
+            .unwrap();
+        assert_eq!(
+            a.changes[0].as_ref().unwrap().verdict,
+            Verdict::NotSignificant
+        );
+    }
 }

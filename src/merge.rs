@@ -216,6 +216,7 @@ fn side_by_side(runs: &[&Run], t0: f64) -> anyhow::Result<LoadResults> {
     if runs.len() > 1 {
         out.slices = Vec::new();
     }
+    out.endpoints = crate::run::merged_endpoints(runs.iter().map(|r| &r.results.endpoints[..]))?;
     Ok(out)
 }
 

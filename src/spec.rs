@@ -4,8 +4,11 @@
 //! contradict each other, a URL that cannot work, a target that refuses connections),
 //! and recorded as-is in the Run artifact so a run can be repeated from its JSON.
 
+pub mod replay;
 mod segment;
+pub mod targets;
 pub use segment::{share_of, SegmentOf};
+pub use targets::{MixSpec, Requests};
 
 use std::net::{SocketAddr, TcpStream, ToSocketAddrs};
 use std::time::Duration;
@@ -61,6 +64,10 @@ pub struct Spec {
     #[serde(skip)]
     #[schemars(skip)]
     pub authorization: Option<String>,
+    /// `--targets`: a mix of requests instead of the one above (its method, headers and
+    /// body are then each target's, after the run's own `-H` headers).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub mix: Option<MixSpec>,
 }
 
 fn one() -> u32 {
@@ -204,31 +211,7 @@ impl Spec {
             )));
         }
         for h in &self.headers {
-            // CR, LF or NUL would put a second header (or a second request) on the
-            // wire: header injection.
-            if h.bytes().any(|b| matches!(b, b'\r' | b'\n' | 0)) {
-                return Err(SpecError::Flags(format!(
-                    "invalid header `{}`: CR, LF and NUL are not allowed in a header",
-                    h.escape_debug()
-                )));
-            }
-            // Other control characters are not field content either (RFC 9110 §5.5):
-            // servers answer 400 to them.
-            if h.bytes().any(|b| (b < 0x20 && b != b'\t') || b == 0x7f) {
-                return Err(SpecError::Flags(format!(
-                    "invalid header `{}`: control characters (other than tab) are not allowed in a header",
-                    h.escape_debug()
-                )));
-            }
-            match h.split_once(':') {
-                Some((name, _)) if is_token(name.trim_end()) && !name.starts_with(' ') => {}
-                _ => {
-                    return Err(SpecError::Flags(format!(
-                        "invalid header `{}`: expected `Name: value` with a token name",
-                        h.escape_debug()
-                    )))
-                }
-            }
+            check_header(h).map_err(SpecError::Flags)?;
         }
         Ok(())
     }
@@ -302,6 +285,33 @@ impl Spec {
     /// The request timeout as a `Duration`.
     pub fn timeout(&self) -> Duration {
         Duration::from_secs_f64(self.timeout_s)
+    }
+}
+
+/// Checks one `Name: value` header: the message says what is wrong with it.
+pub(crate) fn check_header(h: &str) -> Result<(), String> {
+    // CR, LF or NUL would put a second header (or a second request) on the
+    // wire: header injection.
+    if h.bytes().any(|b| matches!(b, b'\r' | b'\n' | 0)) {
+        return Err(format!(
+            "invalid header `{}`: CR, LF and NUL are not allowed in a header",
+            h.escape_debug()
+        ));
+    }
+    // Other control characters are not field content either (RFC 9110 §5.5):
+    // servers answer 400 to them.
+    if h.bytes().any(|b| (b < 0x20 && b != b'\t') || b == 0x7f) {
+        return Err(format!(
+            "invalid header `{}`: control characters (other than tab) are not allowed in a header",
+            h.escape_debug()
+        ));
+    }
+    match h.split_once(':') {
+        Some((name, _)) if is_token(name.trim_end()) && !name.starts_with(' ') => Ok(()),
+        _ => Err(format!(
+            "invalid header `{}`: expected `Name: value` with a token name",
+            h.escape_debug()
+        )),
     }
 }
 
@@ -479,6 +489,7 @@ mod tests {
             http: HttpVersion::Auto,
             max_concurrent_streams: 1,
             io: Default::default(),
+            mix: None,
         }
     }
 

@@ -43,6 +43,10 @@ complete -c loadlens -n "__fish_loadlens_using_subcommand run" -s d -l duration 
 complete -c loadlens -n "__fish_loadlens_using_subcommand run" -s n -l requests -d 'Stop after this many requests (responses plus failed requests), e.g. 10k' -r
 complete -c loadlens -n "__fish_loadlens_using_subcommand run" -l connreqs -d 'Requests per connection, then close and reconnect (1 = a new TCP connection per request) [default: keep-alive as long as the server allows]' -r
 complete -c loadlens -n "__fish_loadlens_using_subcommand run" -s R -l rate -d 'Open loop: this many requests per second over all connections, on schedule; latency is measured from each request\'s scheduled time (corrected for coordinated omission)' -r
+complete -c loadlens -n "__fish_loadlens_using_subcommand run" -l targets -d 'A mix of requests: JSON lines (`method`, `url` — absolute or a path —, `headers`, `body` or `body_file`, `weight`, `name`) or one URL per line; `-` = standard input. Results are kept per endpoint name' -r
+complete -c loadlens -n "__fish_loadlens_using_subcommand run" -l seed -d 'Seed of the weighted order of --targets: the same seed sends the same sequence' -r
+complete -c loadlens -n "__fish_loadlens_using_subcommand run" -l replay -d 'Replay an access log (nginx/Apache combined or common format, or JSON lines `{t, method, url}`): its requests at their original relative times × --speed (open loop, latency from each request\'s due time). Requests with a body are skipped (counted)' -r
+complete -c loadlens -n "__fish_loadlens_using_subcommand run" -l speed -d '--replay\'s pace: the log\'s times divided by F (2 = twice as fast), or `max` (closed loop, the log\'s order as fast as the connections go)' -r
 complete -c loadlens -n "__fish_loadlens_using_subcommand run" -l json -d 'Write the Run as JSON to FILE (`-` = stdout, which silences the text output)' -r
 complete -c loadlens -n "__fish_loadlens_using_subcommand run" -l flamegraph -d 'Write a flame graph of the server\'s CPU (an SVG that opens in a browser, searchable) to FILE; implies --profile' -r -F
 complete -c loadlens -n "__fish_loadlens_using_subcommand run" -l html -d 'Write the self-contained HTML report (charts, findings, profile) to FILE' -r -F
@@ -74,6 +78,7 @@ complete -c loadlens -n "__fish_loadlens_using_subcommand run" -l sample -d 'Sam
 complete -c loadlens -n "__fish_loadlens_using_subcommand run" -l server-pid -d 'The server\'s process id (repeatable); its children are watched too. Needed when the server runs in another network namespace' -r
 complete -c loadlens -n "__fish_loadlens_using_subcommand run" -l server-name -d 'Watch the processes with this command name (repeatable), e.g. nginx, php-fpm8.2' -r
 complete -c loadlens -n "__fish_loadlens_using_subcommand run" -l profile-hz -d 'Samples per second per server thread for --profile' -r
+complete -c loadlens -n "__fish_loadlens_using_subcommand run" -l sequential -d 'Send --targets in the file\'s order, round robin (weights above 0 ignored)'
 complete -c loadlens -n "__fish_loadlens_using_subcommand run" -l latency -d 'Print the latency percentiles, status codes and connection details'
 complete -c loadlens -n "__fish_loadlens_using_subcommand run" -s q -l quiet -d 'Print nothing but errors (the JSON, if asked for, is still written)'
 complete -c loadlens -n "__fish_loadlens_using_subcommand run" -s k -l insecure -d 'Do not verify the server\'s TLS certificate'

@@ -174,6 +174,7 @@ impl LoadFlags {
                 "epoll" => crate::spec::IoBackend::Epoll,
                 _ => crate::spec::IoBackend::Auto,
             },
+            mix: None,
         };
         spec.check_flags()?;
         if self.sample < Duration::from_millis(100) {

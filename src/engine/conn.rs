@@ -63,6 +63,13 @@ pub(super) struct Conn<T> {
     pub(super) h2: Option<Box<super::h2::state::H2Conn>>,
     /// This connection's slot, to find it from the pacing queue.
     pub(super) idx: usize,
+    /// The request in flight: an index into the worker's `Requests`.
+    pub(super) target: u32,
+    /// The ordinal of the budget unit this connection holds (`worker::UNCOUNTED`: none,
+    /// or a run without `-n`).
+    pub(super) ordinal: u64,
+    /// Without `-n`: this connection's own count through the order.
+    pub(super) seq: u64,
 }
 
 /// The outcome of driving one connection until it would block.

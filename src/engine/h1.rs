@@ -48,18 +48,15 @@ impl<T: Transport> Loop<'_, T> {
                     }
                 },
                 Phase::Writing => {
-                    let req = if c.last {
-                        &self.w.request.last
-                    } else {
-                        &self.w.request.keep
-                    };
+                    let r = &self.w.request.each[c.target as usize];
+                    let req = if c.last { &r.last } else { &r.keep };
                     if c.written < req.len() {
                         match t.write(&req[c.written..]) {
-                            Ok(0) => return self.request_failed(ErrorKind::Write),
+                            Ok(0) => return self.request_failed(c.target, ErrorKind::Write),
                             Ok(n) => c.written += n,
                             Err(e) if e.kind() == io::ErrorKind::WouldBlock => return Next::Wait,
                             Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
-                            Err(_) => return self.request_failed(ErrorKind::Write),
+                            Err(_) => return self.request_failed(c.target, ErrorKind::Write),
                         }
                     } else {
                         match t.flush() {
@@ -72,7 +69,7 @@ impl<T: Transport> Loop<'_, T> {
                                 }
                             }
                             Ok(false) => return Next::Wait,
-                            Err(_) => return self.request_failed(ErrorKind::Write),
+                            Err(_) => return self.request_failed(c.target, ErrorKind::Write),
                         }
                     }
                 }
@@ -93,7 +90,7 @@ impl<T: Transport> Loop<'_, T> {
                         {
                             return self.on_eof(c, now);
                         }
-                        Err(_) => return self.request_failed(ErrorKind::Read),
+                        Err(_) => return self.request_failed(c.target, ErrorKind::Read),
                     };
                     self.count_read(c, n, now);
                     if n == 0 {
@@ -102,7 +99,7 @@ impl<T: Transport> Loop<'_, T> {
                     c.drained = n < space && !c.hup;
                     let end = c.pending + n;
                     match c.parser.feed(&c.buf[..end]) {
-                        Err(_) => return self.request_failed(ErrorKind::Parse),
+                        Err(_) => return self.request_failed(c.target, ErrorKind::Parse),
                         Ok(fed) => {
                             let left = end - fed.consumed;
                             match fed.complete {
@@ -114,7 +111,7 @@ impl<T: Transport> Loop<'_, T> {
                                 None => {
                                     if left == c.buf.len() {
                                         // A head or line larger than the whole buffer.
-                                        return self.request_failed(ErrorKind::Parse);
+                                        return self.request_failed(c.target, ErrorKind::Parse);
                                     }
                                     c.buf.copy_within(fed.consumed..end, 0);
                                     c.pending = left;
@@ -235,11 +232,13 @@ impl<T: Transport> Loop<'_, T> {
         self.stats.responses += 1;
         self.interval_responses += 1;
         self.stats.status(done.status);
+        let e = self.w.request.endpoint[c.target as usize];
+        self.stats.endpoint_response(e, done.status, us.max(1));
     }
 
     pub(super) fn on_eof<S>(&mut self, c: &mut Conn<S>, now: Instant) -> Next {
         if c.pending > 0 {
-            return self.request_failed(ErrorKind::Parse);
+            return self.request_failed(c.target, ErrorKind::Parse);
         }
         match c.parser.eof() {
             Ok(Some(done)) => {
@@ -254,12 +253,14 @@ impl<T: Transport> Loop<'_, T> {
             Ok(None) if c.sent > 1 => {
                 self.stats.keepalive_closed += 1;
                 c.permit = true;
+                // The same request again, on the new connection.
+                c.ordinal = super::worker::RESEND;
                 Next::Reopen
             }
             // Closed before any byte of the first response: the server dropped the
             // connection (wrk counts this as a read error too).
-            Ok(None) => self.request_failed(ErrorKind::Read),
-            Err(_) => self.request_failed(ErrorKind::Parse),
+            Ok(None) => self.request_failed(c.target, ErrorKind::Read),
+            Err(_) => self.request_failed(c.target, ErrorKind::Parse),
         }
     }
 }

@@ -91,6 +91,13 @@ impl ResponseParser {
         }
     }
 
+    /// Whether the next response answers a HEAD request (a `--targets` mix may hold
+    /// both).
+    #[inline]
+    pub fn set_head(&mut self, head_request: bool) {
+        self.head_request = head_request;
+    }
+
     /// True when no byte of a response has been consumed yet.
     pub fn is_idle(&self) -> bool {
         self.state == State::Head

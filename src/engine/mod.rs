@@ -3,6 +3,7 @@
 //! from the workers' ticks. Measurement only: nothing here prints (progress goes through
 //! the [`Progress`] callback the caller supplies).
 
+mod budget;
 mod conn;
 mod h1;
 pub mod h2;
@@ -24,13 +25,13 @@ use std::time::{Duration, Instant};
 use anyhow::Context;
 
 use crate::run::{
-    ClientCheck, ClientQuota, ErrorCounts, LatencySummary, LoadResults, Phases, Second, Spread,
-    ThreadCpu,
+    ClientCheck, ClientQuota, EndpointResult, ErrorCounts, LatencySummary, LoadResults, Phases,
+    Second, Spread, ThreadCpu,
 };
-use crate::spec::{HttpVersion, IoBackend, RequestBytes, Spec, Target};
+use crate::spec::{HttpVersion, IoBackend, Requests, Spec, Target};
 use crate::sys::cgroup::{self, CpuStat, Proc};
 use crate::sys::thread_cpu::ThreadCpuSample;
-use h2::frame::RequestFrames;
+use h2::frame::H2Requests;
 use stats::{ErrorKind, ThreadStats, Tick};
 use timeline::TimelineBuilder;
 use transport::{Plain, Tls, TlsConfig, Transport};
@@ -63,6 +64,17 @@ fn read_buffer_size(connections: u32) -> usize {
     const MAX: usize = 128 * 1024;
     const MIN: usize = 16 * 1024;
     (256 * 1024 * 1024 / connections.max(1) as usize).clamp(MIN, MAX)
+}
+
+/// Whether requests are sent on a schedule (`-R`, or `--replay` at a speed): latency is
+/// then measured from each request's due time.
+fn open_loop(spec: &Spec) -> bool {
+    spec.rate.is_some()
+        || spec
+            .mix
+            .as_ref()
+            .and_then(|m| m.replay.as_ref())
+            .is_some_and(|r| r.speed.is_some())
 }
 
 /// Runs the load described by `spec` against `addr`.
@@ -183,10 +195,10 @@ fn run_with<T: Transport + 'static>(
     // HTTP/2 sends the body from its frames; the HTTP/1.1 bytes then keep only the head
     // (whether responses have bodies), not two more copies of a body of up to 64 MiB.
     let h1_body = if h2 { &[][..] } else { body };
-    let request = Arc::new(RequestBytes::build(spec, target, h1_body));
+    let request = Arc::new(Requests::build(spec, target, h1_body));
     let frames = match h2 {
         true => Some(Arc::new(
-            RequestFrames::build(spec, target, body).map_err(|e| anyhow::anyhow!(e))?,
+            H2Requests::build(spec, target, body).map_err(|e| anyhow::anyhow!(e))?,
         )),
         false => None,
     };
@@ -223,7 +235,9 @@ fn run_with<T: Transport + 'static>(
             // Each connection carries connections/rate of the schedule.
             pace: spec
                 .rate
-                .map(|r| Duration::from_secs_f64(spec.connections as f64 / r)),
+                .map(|r| Duration::from_secs_f64(spec.connections as f64 / r))
+                // --replay at a speed: paced by each request's due time (`start_request`).
+                .or((!request.due_us.is_empty()).then_some(Duration::from_secs(1))),
             timeout,
             read_buffer,
             start,
@@ -277,7 +291,7 @@ fn run_with<T: Transport + 'static>(
         }
     }
 
-    let mut merged = ThreadStats::new(timeout * 2 + Duration::from_secs(1));
+    let mut merged = ThreadStats::new(timeout * 2 + Duration::from_secs(1), request.endpoints);
     let mut cpus = Vec::with_capacity(threads);
     let mut end = start;
     for h in handles {
@@ -339,7 +353,27 @@ fn results_from(
         .map(|&(errno, n)| (errno_name(errno), n))
         .collect();
     let e = |k: ErrorKind| s.errors[k as usize];
+    let names = spec.mix.as_ref().map_or(&[][..], |m| &m.endpoints[..]);
+    let endpoints = names
+        .iter()
+        .zip(&s.endpoints)
+        .map(|(name, ep)| EndpointResult {
+            name: name.clone(),
+            requests: ep.responses + ep.errors,
+            responses: ep.responses,
+            errors: ep.errors,
+            status_codes: ep
+                .status
+                .iter()
+                .enumerate()
+                .filter(|(_, &n)| n > 0)
+                .map(|(code, &n)| (code as u16, n))
+                .collect(),
+            latency: LatencySummary::from_histogram(&ep.latency, open_loop(spec)),
+        })
+        .collect();
     LoadResults {
+        endpoints,
         duration_s,
         responses: s.responses,
         bytes_read: s.bytes_read,
@@ -366,7 +400,7 @@ fn results_from(
         streams_per_connection: 1,
         goaway_received: s.goaway,
         requests_per_connection: spec.connreqs,
-        latency: LatencySummary::from_histogram(&s.latency, spec.rate.is_some()),
+        latency: LatencySummary::from_histogram(&s.latency, open_loop(spec)),
         connect_time: LatencySummary::from_histogram(&s.connect_time, false),
         phases: Some(Phases {
             dns_us: target.resolve_us,

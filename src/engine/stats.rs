@@ -62,6 +62,20 @@ pub struct ThreadStats {
     pub connect_time: Histogram<u64>,
     /// Time by phase, µs: where each request's and connection's time went.
     pub phases: PhaseHistograms,
+    /// `--targets`: results per endpoint name (empty for a run of one request).
+    pub endpoints: Vec<EndpointStats>,
+}
+
+/// One endpoint's counts in one worker thread: allocated before the run, merged after
+/// join exactly like the totals.
+#[derive(Debug, Clone)]
+pub struct EndpointStats {
+    pub responses: u64,
+    /// Requests that failed (any error class).
+    pub errors: u64,
+    pub status: Box<[u64; STATUS_SLOTS]>,
+    /// Latency, µs, as the run's (from the intended start).
+    pub latency: Histogram<u64>,
 }
 
 /// One HdrHistogram per phase, recorded as the phase ends: fixed memory, no list of
@@ -114,7 +128,8 @@ pub fn us_between(from: std::time::Instant, to: std::time::Instant) -> u64 {
 }
 
 impl ThreadStats {
-    pub fn new(max_latency: Duration) -> ThreadStats {
+    /// A worker's counts, with results kept for `endpoints` names.
+    pub fn new(max_latency: Duration, endpoints: usize) -> ThreadStats {
         ThreadStats {
             responses: 0,
             bytes_read: 0,
@@ -129,6 +144,32 @@ impl ThreadStats {
             latency: latency_histogram(max_latency),
             connect_time: latency_histogram(max_latency),
             phases: PhaseHistograms::new(max_latency),
+            endpoints: (0..endpoints)
+                .map(|_| EndpointStats {
+                    responses: 0,
+                    errors: 0,
+                    status: Box::new([0; STATUS_SLOTS]),
+                    latency: latency_histogram(max_latency),
+                })
+                .collect(),
+        }
+    }
+
+    /// A response to a request of endpoint `e` (nothing without `--targets`).
+    #[inline]
+    pub fn endpoint_response(&mut self, e: u16, code: u16, latency_us: u64) {
+        if let Some(s) = self.endpoints.get_mut(e as usize) {
+            s.responses += 1;
+            s.status[(code as usize).min(STATUS_SLOTS - 1)] += 1;
+            s.latency.saturating_record(latency_us);
+        }
+    }
+
+    /// A failed request of endpoint `e`.
+    #[inline]
+    pub fn endpoint_error(&mut self, e: u16) {
+        if let Some(s) = self.endpoints.get_mut(e as usize) {
+            s.errors += 1;
         }
     }
 
@@ -178,6 +219,14 @@ impl ThreadStats {
             .add(&other.connect_time)
             .expect("histograms share bounds");
         self.phases.merge(&other.phases);
+        for (a, b) in self.endpoints.iter_mut().zip(&other.endpoints) {
+            a.responses += b.responses;
+            a.errors += b.errors;
+            for (x, y) in a.status.iter_mut().zip(b.status.iter()) {
+                *x += y;
+            }
+            a.latency.add(&b.latency).expect("histograms share bounds");
+        }
     }
 }
 

@@ -5,13 +5,17 @@
 //! Per request the loop does only the socket I/O, two clock reads and three histogram
 //! records (latency, time to first byte, body): the request bytes were built before the run, each connection owns its read
 //! buffer, and counters live in this thread until it ends. Time-based work (timeouts,
-//! retries, the per-second tick) runs from the loop, not per request.
+//! retries, the per-second tick) runs from the loop, not per request. A `--targets` mix
+//! or `--replay` adds an index per request: the target is read from the order table
+//! built before the run (`spec::Requests`), by the ordinal the request's budget claim
+//! returned (`Budget::claim`), and its endpoint's counters are slots allocated before
+//! the run.
 
 use std::cmp::Reverse;
 use std::collections::BinaryHeap;
 use std::io;
 use std::net::SocketAddr;
-use std::sync::atomic::{AtomicBool, AtomicI64, Ordering};
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::mpsc::{Receiver, Sender};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -19,13 +23,14 @@ use std::time::{Duration, Instant};
 use hdrhistogram::Histogram;
 use mio::{Events, Interest, Poll, Token};
 
+pub(super) use super::budget::{Budget, RESEND, UNCOUNTED};
 use super::conn::{Conn, Next, Phase};
-use super::h2::frame::RequestFrames;
+use super::h2::frame::H2Requests;
 use super::http::ResponseParser;
 use super::pace::PaceTimer;
 use super::stats::{latency_histogram, us_between, ErrorKind, ThreadStats, Tick};
 use super::transport::Transport;
-use crate::spec::RequestBytes;
+use crate::spec::Requests;
 
 /// How often connections are checked for timeouts and failed connects retried.
 pub(super) const SWEEP: Duration = Duration::from_millis(20);
@@ -36,33 +41,18 @@ pub(super) const TICK: Duration = Duration::from_millis(100);
 /// port costs a few syscalls per second rather than a spinning core.
 const RETRY_AFTER: Duration = Duration::from_millis(20);
 
-/// Shared request budget for `-n`: each request sent claims one unit.
-#[derive(Debug)]
-pub struct Budget(Option<AtomicI64>);
-
-impl Budget {
-    pub fn new(requests: Option<u64>) -> Budget {
-        Budget(requests.map(|n| AtomicI64::new(n.min(i64::MAX as u64) as i64)))
-    }
-    #[inline]
-    pub(super) fn claim(&self) -> bool {
-        match &self.0 {
-            None => true,
-            Some(left) => left.fetch_sub(1, Ordering::Relaxed) > 0,
-        }
-    }
-}
-
 /// Everything a worker needs, moved into its thread.
 pub struct Worker<T: Transport> {
     pub id: usize,
     pub connections: usize,
     pub addr: SocketAddr,
     pub transport: T::Config,
-    pub request: Arc<RequestBytes>,
-    /// The request as HTTP/2 frames when the run speaks HTTP/2 (h2c with prior
-    /// knowledge, or TLS where ALPN chose `h2`); `None` = HTTP/1.1.
-    pub h2: Option<Arc<RequestFrames>>,
+    /// The requests, built once, and the order they are sent in.
+    pub request: Arc<Requests>,
+    /// The requests as HTTP/2 frames (one per target, like `request.each`) when the run
+    /// speaks HTTP/2 (h2c with prior knowledge, or TLS where ALPN chose `h2`); `None` =
+    /// HTTP/1.1.
+    pub h2: Option<Arc<H2Requests>>,
     /// HTTP/2: requests in flight per connection.
     pub streams: u32,
     pub connreqs: Option<u32>,
@@ -117,7 +107,7 @@ impl<T: Transport> Worker<T> {
         Conn {
             transport: None,
             phase: Phase::Retry,
-            parser: ResponseParser::new(self.request.head),
+            parser: ResponseParser::new(self.request.each[0].head),
             buf: vec![0u8; buf].into_boxed_slice(),
             pending: 0,
             written: 0,
@@ -136,6 +126,10 @@ impl<T: Transport> Worker<T> {
             // Staggered so the connections' requests interleave evenly.
             due: self.start + self.pace.map_or(Duration::ZERO, |p| p * i as u32 / n),
             idx: i,
+            target: 0,
+            ordinal: UNCOUNTED,
+            // Without -n each connection walks the order from its own place in it.
+            seq: (self.id as u64) << 32 | (i as u64 * 7919),
         }
     }
 
@@ -323,7 +317,7 @@ impl<T: Transport> Loop<'_, T> {
                 self.open(c, i, now);
             }
             Overdue::Request => {
-                self.request_failed(ErrorKind::Timeout);
+                self.request_failed(c.target, ErrorKind::Timeout);
                 self.open(c, i, now);
             }
             Overdue::H2 => {
@@ -360,7 +354,7 @@ impl<'a, T: Transport> Loop<'a, T> {
         Loop {
             w,
             poll,
-            stats: ThreadStats::new(max_latency),
+            stats: ThreadStats::new(max_latency, w.request.endpoints),
             interval: latency_histogram(max_latency),
             interval_responses: 0,
             interval_errors: 0,
@@ -384,10 +378,11 @@ impl<'a, T: Transport> Loop<'a, T> {
         // Requests an HTTP/2 GOAWAY left unprocessed hold their units already.
         let held = c.h2.as_ref().is_some_and(|h| h.permits > 0);
         if !c.permit && !held {
-            if !self.w.budget.claim() {
+            let Some(ordinal) = self.w.budget.claim() else {
                 self.finish(c);
                 return false;
-            }
+            };
+            c.ordinal = ordinal;
             c.permit = true;
         }
         c.since = now;
@@ -413,11 +408,43 @@ impl<'a, T: Transport> Loop<'a, T> {
         c.since = now;
     }
 
-    /// A request in flight failed: count it, drop the connection, open another.
-    pub(super) fn request_failed(&mut self, kind: ErrorKind) -> Next {
+    /// A request in flight (to `target`) failed: count it, drop the connection, open
+    /// another.
+    pub(super) fn request_failed(&mut self, target: u32, kind: ErrorKind) -> Next {
         self.stats.errors[kind as usize] += 1;
         self.interval_errors += 1;
+        self.stats
+            .endpoint_error(self.w.request.endpoint[target as usize]);
         Next::Reopen
+    }
+
+    /// The target of the request a connection is starting: by the ordinal it claimed
+    /// under `-n` (the same sequence whatever the timing), else by its own count.
+    #[inline]
+    pub(super) fn next_target<S>(&self, c: &mut Conn<S>) -> u32 {
+        self.next_target_of(&mut c.ordinal, &mut c.seq, c.target)
+    }
+
+    /// `next_target` over a connection's parts (`last`: its previous request's target).
+    #[inline]
+    pub(super) fn next_target_of(&self, ordinal: &mut u64, seq: &mut u64, last: u32) -> u32 {
+        let r = &self.w.request;
+        if r.order.len() == 1 {
+            return r.order[0];
+        }
+        let n = match *ordinal {
+            RESEND => {
+                *ordinal = UNCOUNTED;
+                return last;
+            }
+            UNCOUNTED => {
+                *seq = seq.wrapping_add(1);
+                *seq
+            }
+            o => o,
+        };
+        *ordinal = UNCOUNTED;
+        r.pick(n)
     }
 
     /// Connection set-up is done: count it and time it.
@@ -431,15 +458,36 @@ impl<'a, T: Transport> Loop<'a, T> {
     /// In open loop, a request not yet due parks the connection in `Paced` (still `true`:
     /// the connection lives on).
     pub(super) fn start_request<S>(&mut self, c: &mut Conn<S>, now: Instant) -> bool {
+        let due = &self.w.request.due_us;
+        if !due.is_empty() {
+            // --replay: the request's ordinal (claimed now, or with the connection) says
+            // when it is due; a connection holds it, parked, until then.
+            if !c.permit {
+                let Some(ordinal) = self.w.budget.claim() else {
+                    return false;
+                };
+                c.ordinal = ordinal;
+                c.permit = true;
+            }
+            if let Some(&us) = due.get(c.ordinal as usize) {
+                c.due = self.w.start + Duration::from_micros(us);
+            }
+        }
         if self.w.pace.is_some() && c.due > now {
             c.phase = Phase::Paced;
             self.paced.push(Reverse((c.due, c.idx)));
             return true;
         }
-        if !c.permit && !self.w.budget.claim() {
-            return false;
+        if !c.permit {
+            let Some(ordinal) = self.w.budget.claim() else {
+                return false;
+            };
+            c.ordinal = ordinal;
         }
         c.permit = false;
+        c.target = self.next_target(c);
+        c.parser
+            .set_head(self.w.request.each[c.target as usize].head);
         c.sent += 1;
         c.last = self.w.connreqs.is_some_and(|n| c.sent >= n);
         c.written = 0;

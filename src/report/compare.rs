@@ -74,7 +74,15 @@ pub fn render(c: &Comparison) -> String {
     for row in &c.rows {
         if row.group != group {
             group = &row.group;
-            let _ = writeln!(o, "Evidence that moved most:");
+            let _ = writeln!(
+                o,
+                "{}",
+                if group == "endpoint" {
+                    "Per endpoint:"
+                } else {
+                    "Evidence that moved most:"
+                }
+            );
         }
         if row.unit == "text" {
             let cells: Vec<String> = row
@@ -86,7 +94,13 @@ pub fn render(c: &Comparison) -> String {
             let _ = writeln!(o, "{:<28}{}", row.metric, cells.join("   "));
             continue;
         }
-        let _ = write!(o, "{:<28}", row.metric);
+        if row.metric.chars().count() > 27 {
+            // A long endpoint name: on a line of its own, the numbers below it.
+            let _ = writeln!(o, "{}", row.metric);
+            let _ = write!(o, "{:<28}", "");
+        } else {
+            let _ = write!(o, "{:<28}", row.metric);
+        }
         let _ = write!(o, "{:>W$}", value(&row.unit, row.values[0]));
         for (i, ch) in row.changes.iter().enumerate() {
             let v = value(&row.unit, row.values[i + 1]);

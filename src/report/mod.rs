@@ -15,6 +15,7 @@
 pub mod chart;
 pub mod compare;
 pub mod during;
+pub mod endpoints;
 pub mod findings;
 pub mod flamegraph;
 pub mod hdrlog;

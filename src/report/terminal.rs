@@ -193,6 +193,7 @@ pub fn render(run: &Run, latency: bool) -> String {
         );
     }
     let _ = writeln!(o, "Transfer/sec: {:>10}", fmt_bytes(r.bytes_per_s));
+    o.push_str(&super::endpoints::render(run));
     o.push_str(&super::repeat::render(run));
     segments(&mut o, run);
     if let Some(e) = &run.evidence {

@@ -46,7 +46,8 @@ pub struct CompareRow {
     /// Whether a larger value is better (requests/s) or worse (latency, errors);
     /// `None` for rows without a direction.
     pub higher_is_better: Option<bool>,
-    /// Which group of rows it belongs to: `load` (what the client measured) or
+    /// Which group of rows it belongs to: `load` (what the client measured),
+    /// `endpoint` (per endpoint of a `--targets` mix, metric `NAME: what`) or
     /// `evidence` (what the watch saw: the numbers that moved most).
     pub group: String,
     /// The value in each Run (`None` where the Run does not have it).

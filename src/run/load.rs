@@ -90,6 +90,10 @@ pub struct LoadResults {
     /// kept and in Runs merged from segments (their slices cannot be combined exactly).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub slices: Vec<Slice>,
+    /// `--targets`: results per endpoint, in the targets file's order of first
+    /// appearance (absent for a run of one request).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub endpoints: Vec<super::endpoint::EndpointResult>,
 }
 
 /// One 100 ms slice of the load (see [`LoadResults::slices`]).

@@ -14,6 +14,7 @@
 
 mod client;
 mod compare;
+mod endpoint;
 mod evidence;
 mod finding;
 mod load;
@@ -35,6 +36,9 @@ pub use client::{ClientCheck, ClientQuota, ThreadCpu};
 pub use compare::{
     Change, CompareRow, ComparedRun, Comparison, Verdict, COMPARISON_SCHEMA_VERSION,
 };
+#[cfg(test)]
+pub(crate) use endpoint::tests::endpoint as test_endpoint;
+pub use endpoint::{merged as merged_endpoints, EndpointResult};
 pub use evidence::{
     CgroupQuota, ConnWindow, Conntrack, CpuPct, Evidence, EvidenceSource, HostFacts, IfaceRate,
     OtherProcess, ProcRates, QueueGauge, QueueMax, Sample, Window,

@@ -50,6 +50,7 @@ impl LoadResults {
         out.connect_time = LatencySummary::merged(parts.iter().map(|p| &p.connect_time))?;
         out.phases = Phases::merged(parts.iter().map(|p| p.phases.as_ref()))?;
         out.thread_requests_per_s = Spread::pooled(parts.iter().map(|p| &p.thread_requests_per_s));
+        out.endpoints = super::endpoint::merged(parts.iter().map(|p| &p.endpoints[..]))?;
         Ok(Some(out))
     }
 }

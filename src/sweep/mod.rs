@@ -170,6 +170,7 @@ pub(crate) mod tests {
             http: crate::spec::HttpVersion::Auto,
             max_concurrent_streams: 1,
             io: Default::default(),
+            mix: None,
             authorization: None,
         }
     }

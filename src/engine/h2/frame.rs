@@ -121,6 +121,38 @@ pub struct RequestFrames {
     pub body_len: usize,
 }
 
+/// The run's requests as HTTP/2 frames, one per target (like `spec::Requests::each`).
+#[derive(Debug, Clone)]
+pub struct H2Requests {
+    pub each: Vec<RequestFrames>,
+    /// The longest body of them (whether a stream may need a send window).
+    pub max_body: usize,
+    /// The longest prebuilt frames of them (a connection's write buffer starts so).
+    pub max_bytes: usize,
+}
+
+impl H2Requests {
+    /// The frames of `spec`'s one request, or of each target of its mix.
+    pub fn build(spec: &Spec, target: &Target, body: &[u8]) -> Result<H2Requests, String> {
+        let each = match &spec.mix {
+            None => vec![RequestFrames::build(spec, target, body)?],
+            Some(mix) => mix
+                .loaded
+                .iter()
+                .map(|t| {
+                    let (s, tg) = t.apply(spec, target);
+                    RequestFrames::build(&s, &tg, &t.body)
+                })
+                .collect::<Result<_, _>>()?,
+        };
+        Ok(H2Requests {
+            max_body: each.iter().map(|f| f.body_len).max().unwrap_or(0),
+            max_bytes: each.iter().map(|f| f.bytes.len()).max().unwrap_or(0),
+            each,
+        })
+    }
+}
+
 /// Request headers that mean something only to an HTTP/1.1 connection (RFC 9113
 /// §8.2.2): never sent over HTTP/2.
 const CONNECTION_SPECIFIC: [&str; 6] = [

@@ -40,7 +40,7 @@ use state::{H2Conn, Stream};
 use super::conn::{Conn, Next, Phase};
 use super::stats::{us_between, ErrorKind};
 use super::transport::Transport;
-use super::worker::Loop;
+use super::worker::{Loop, UNCOUNTED};
 
 /// RST_STREAM's error code for a stream the server did not process.
 const REFUSED_STREAM: u32 = 0x7;
@@ -52,7 +52,7 @@ impl<T: Transport> Loop<'_, T> {
         let frames = self.w.h2.as_ref().expect("an HTTP/2 run");
         let m = self.w.streams as usize;
         let h =
-            c.h2.get_or_insert_with(|| Box::new(H2Conn::new(m, frames.bytes.len())));
+            c.h2.get_or_insert_with(|| Box::new(H2Conn::new(m, frames.max_bytes)));
         h.reset();
         frame::preface(&mut h.out);
         c.phase = Phase::H2;
@@ -64,7 +64,8 @@ impl<T: Transport> Loop<'_, T> {
     /// loop: as many as are due, the rest when they are due). `Some` when the connection
     /// is finished with (nothing in flight and nothing to start).
     fn h2_fill(&mut self, c: &mut Conn<T>, now: Instant) -> Option<Next> {
-        let frames = self.w.h2.as_ref().expect("an HTTP/2 run");
+        let w = self.w;
+        let all = w.h2.as_deref().expect("an HTTP/2 run");
         let h = c.h2.as_deref_mut().expect("HTTP/2 state");
         let limit = (self.w.streams).min(h.peer_max_streams) as usize;
         let mut spent = false;
@@ -72,17 +73,25 @@ impl<T: Transport> Loop<'_, T> {
             && !h.goaway
             && h.next_id < i32::MAX as u32
             && self.w.connreqs.is_none_or(|n| h.started < n)
-            && (frames.body_len == 0 || h.send_window > 0)
+            && (all.max_body == 0 || h.send_window > 0)
             && (self.w.pace.is_none() || c.due <= now)
         {
+            let mut ordinal = UNCOUNTED;
             if c.permit {
                 c.permit = false;
+                ordinal = c.ordinal;
             } else if h.permits > 0 {
+                // Sent again (GOAWAY, REFUSED_STREAM): by this connection's own count.
                 h.permits -= 1;
-            } else if !self.w.budget.claim() {
+            } else if let Some(o) = w.budget.claim() {
+                ordinal = o;
+            } else {
                 spent = true;
                 break;
             }
+            c.ordinal = ordinal;
+            let target = self.next_target_of(&mut c.ordinal, &mut c.seq, 0);
+            let frames = &all.each[target as usize];
             let mut intended = now;
             if let Some(pace) = self.w.pace {
                 // A request due while every stream was busy waited for one: its latency
@@ -101,6 +110,7 @@ impl<T: Transport> Loop<'_, T> {
                 recv: 0,
                 body_at: 0,
                 window,
+                target,
             });
             if whole {
                 frames.write(&mut h.out, h.next_id);
@@ -110,7 +120,7 @@ impl<T: Transport> Loop<'_, T> {
                 h.send_window -= frames.body_len as i64;
             } else {
                 frames.write_headers(&mut h.out, h.next_id);
-                h.push_body(frames, h.streams.len() - 1);
+                h.push_body(all, h.streams.len() - 1);
             }
             h.next_id += 2;
             h.started += 1;
@@ -184,6 +194,10 @@ impl<T: Transport> Loop<'_, T> {
     pub(super) fn h2_fail(&mut self, c: &mut Conn<T>, kind: ErrorKind) -> Next {
         if let Some(h) = c.h2.as_deref_mut() {
             let n = h.streams.len() as u64;
+            for s in &h.streams {
+                self.stats
+                    .endpoint_error(self.w.request.endpoint[s.target as usize]);
+            }
             h.streams.clear();
             self.stats.errors[kind as usize] += n;
             self.interval_errors += n;
@@ -342,11 +356,13 @@ impl<T: Transport> Loop<'_, T> {
             }
             frame::RST_STREAM => {
                 if let Some(i) = h.find(f.stream) {
-                    h.streams.swap_remove(i);
+                    let s = h.streams.swap_remove(i);
                     if p.get(..4) == Some(&REFUSED_STREAM.to_be_bytes()[..]) {
                         // Refused before any processing (RFC 9113 §8.7): sent again.
                         h.permits += 1;
                     } else {
+                        self.stats
+                            .endpoint_error(self.w.request.endpoint[s.target as usize]);
                         self.stats.errors[ErrorKind::Reset as usize] += 1;
                         self.interval_errors += 1;
                     }
@@ -433,7 +449,12 @@ impl<T: Transport> Loop<'_, T> {
     /// Stream `i` has ended: record its response.
     fn h2_complete(&mut self, h: &mut H2Conn, i: usize, now: Instant) {
         let s = h.streams.swap_remove(i);
-        if (s.body_at as usize) < self.w.h2.as_ref().map_or(0, |f| f.body_len) {
+        let body_len = self
+            .w
+            .h2
+            .as_ref()
+            .map_or(0, |f| f.each[s.target as usize].body_len);
+        if (s.body_at as usize) < body_len {
             // Answered before its whole body was sent: the rest is not sent, and the
             // stream is closed from our side too, or the server would count it open.
             frame::rst_stream(&mut h.out, s.id, frame::CANCEL);
@@ -442,6 +463,8 @@ impl<T: Transport> Loop<'_, T> {
             // Ended without a final status: not a response.
             self.stats.errors[ErrorKind::Parse as usize] += 1;
             self.interval_errors += 1;
+            self.stats
+                .endpoint_error(self.w.request.endpoint[s.target as usize]);
             return;
         }
         let us = us_between(s.intended, now).max(1);
@@ -456,5 +479,7 @@ impl<T: Transport> Loop<'_, T> {
         self.stats.responses += 1;
         self.interval_responses += 1;
         self.stats.status(s.status);
+        self.stats
+            .endpoint_response(self.w.request.endpoint[s.target as usize], s.status, us);
     }
 }

@@ -3,7 +3,7 @@
 
 use std::time::Instant;
 
-use super::frame::{RequestFrames, INITIAL_WINDOW};
+use super::frame::{H2Requests, INITIAL_WINDOW};
 use crate::engine::stats::ErrorKind;
 
 /// Most bytes of request bodies queued for a connection's socket at a time: the rest
@@ -29,6 +29,8 @@ pub(in crate::engine) struct Stream {
     /// What the server still accepts of this stream's body (may go negative when the
     /// server lowers SETTINGS_INITIAL_WINDOW_SIZE, RFC 9113 §6.9.2).
     pub(in crate::engine) window: i64,
+    /// The request: an index into the worker's `Requests`.
+    pub(in crate::engine) target: u32,
 }
 
 /// One HTTP/2 connection's state, kept in its slot and reused by the connections that
@@ -137,8 +139,9 @@ impl H2Conn {
 
     /// Queues as much of stream `i`'s request body as its window, the connection's, and
     /// `QUEUE_MAX` allow.
-    pub(super) fn push_body(&mut self, frames: &RequestFrames, i: usize) {
+    pub(super) fn push_body(&mut self, all: &H2Requests, i: usize) {
         let s = &mut self.streams[i];
+        let frames = &all.each[s.target as usize];
         let left = frames.body_len - s.body_at as usize;
         let room = QUEUE_MAX.saturating_sub(self.out.len() - self.out_at);
         let n = left
@@ -154,7 +157,7 @@ impl H2Conn {
     }
 
     /// A window opened: every stream's body goes on as far as the windows allow.
-    pub(super) fn push_bodies(&mut self, frames: &RequestFrames) {
+    pub(super) fn push_bodies(&mut self, frames: &H2Requests) {
         for i in 0..self.streams.len() {
             if self.send_window <= 0 {
                 return;

@@ -183,7 +183,11 @@ pub fn run(w: &Worker<Plain>) -> io::Result<ThreadStats> {
         } else {
             libc::AF_INET6
         },
-        nodelay: w.request.keep.len().max(w.request.last.len()) > 1400,
+        nodelay: w
+            .request
+            .each
+            .iter()
+            .any(|r| r.keep.len().max(r.last.len()) > 1400),
         max_carry: w.read_buffer,
         msghdr: {
             // SAFETY: msghdr is plain data, valid when zeroed (no name, no iovec).
@@ -460,11 +464,8 @@ impl Uring<'_> {
             return;
         };
         let c = &mut self.conns[i];
-        let req = if c.last {
-            &self.lp.w.request.last
-        } else {
-            &self.lp.w.request.keep
-        };
+        let r = &self.lp.w.request.each[c.target as usize];
+        let req = if c.last { &r.last } else { &r.keep };
         let sqe = opcode::Send::new(types::Fd(fd), req.as_ptr(), req.len() as u32)
             .flags(libc::MSG_WAITALL | libc::MSG_NOSIGNAL)
             .build()
@@ -490,7 +491,7 @@ impl Uring<'_> {
                 self.reopen(i, now);
             }
             Overdue::Request => {
-                self.lp.request_failed(ErrorKind::Timeout);
+                self.lp.request_failed(c.target, ErrorKind::Timeout);
                 self.reopen(i, now);
             }
         }

@@ -80,7 +80,9 @@ impl Uring<'_> {
                     self.rearm(i);
                 }
                 SEND if res < 0 => {
-                    let next = self.lp.request_failed(ErrorKind::Write);
+                    let next = self
+                        .lp
+                        .request_failed(self.conns[i].target, ErrorKind::Write);
                     self.apply(i, next, now);
                 }
                 _ => {}
@@ -191,7 +193,7 @@ impl Uring<'_> {
         let input: &[u8] = if carried { carry } else { data };
         let fed = match c.parser.feed(input) {
             Ok(fed) => fed,
-            Err(_) => return lp.request_failed(ErrorKind::Parse),
+            Err(_) => return lp.request_failed(c.target, ErrorKind::Parse),
         };
         let left = input.len() - fed.consumed;
         match fed.complete {
@@ -208,7 +210,7 @@ impl Uring<'_> {
                 c.pending = carry.len();
                 if carry.len() >= self.max_carry {
                     // A head or line larger than the epoll loop's whole buffer.
-                    return lp.request_failed(ErrorKind::Parse);
+                    return lp.request_failed(c.target, ErrorKind::Parse);
                 }
                 let slot = &mut self.slots[i];
                 if self.deferred
@@ -372,7 +374,7 @@ impl Uring<'_> {
             {
                 self.lp.on_eof(c, now)
             }
-            Phase::Reading => self.lp.request_failed(ErrorKind::Read),
+            Phase::Reading => self.lp.request_failed(c.target, ErrorKind::Read),
             Phase::Done => Next::Wait,
             _ => Next::Reopen,
         }
