@@ -46,6 +46,12 @@ pub fn render(e: &Evidence) -> String {
             s.remote_cpu_pct,
             fmt_bytes(s.bytes_per_s)
         );
+        if let Some(at) = s.lost_at_s {
+            let _ = writeln!(
+                o,
+                "  the channel was lost {at:.1}s into the load: below are the samples until then; the kernel counters over the window, the error logs and the profile were not seen"
+            );
+        }
     }
     if !w.cpus.is_empty() {
         // Every share /proc/stat has, so a row sums to 100%: time blocked on disk
