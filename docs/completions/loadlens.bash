@@ -498,7 +498,7 @@ _loadlens() {
             return 0
             ;;
         loadlens__subcmd__lab__subcmd__run)
-            opts="-d -v -q -h -V --fix --duration --keep --verbose --json-dir --quiet --no-profile --no-offcpu --help --version"
+            opts="-d -v -q -h -V --fix --duration --keep --verbose --json-dir --quiet --no-profile --no-offcpu --watch-ssh --help --version"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 3 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0

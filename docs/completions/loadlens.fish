@@ -177,6 +177,7 @@ complete -c loadlens -n "__fish_loadlens_using_subcommand lab; and __fish_seen_s
 complete -c loadlens -n "__fish_loadlens_using_subcommand lab; and __fish_seen_subcommand_from run" -s q -l quiet -d 'Print only the before/after table, not each run\'s report'
 complete -c loadlens -n "__fish_loadlens_using_subcommand lab; and __fish_seen_subcommand_from run" -l no-profile -d 'Do not profile the server (the lab profiles it by default; with --json-dir the flame graphs are saved there as <scenario>-before.svg and -after.svg)'
 complete -c loadlens -n "__fish_loadlens_using_subcommand lab; and __fish_seen_subcommand_from run" -l no-offcpu -d 'Do not watch where the server\'s threads slept (the off-CPU watch, on whenever the server is profiled)'
+complete -c loadlens -n "__fish_loadlens_using_subcommand lab; and __fish_seen_subcommand_from run" -l watch-ssh -d 'Watch the server over ssh, as a server on another machine is (`run --watch ssh://`): an sshd of the world\'s own, with keys of its own, runs in the server namespace'
 complete -c loadlens -n "__fish_loadlens_using_subcommand lab; and __fish_seen_subcommand_from run" -s h -l help -d 'Print help'
 complete -c loadlens -n "__fish_loadlens_using_subcommand lab; and __fish_seen_subcommand_from run" -s V -l version -d 'Print version'
 complete -c loadlens -n "__fish_loadlens_using_subcommand lab; and __fish_seen_subcommand_from shell" -s v -l verbose -d 'Show the ip/tc/sysctl commands that build the world'
