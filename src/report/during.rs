@@ -35,15 +35,19 @@ pub fn render(e: &Evidence) -> String {
         e.topology.summary
     );
     if let Some(s) = &e.source {
+        // Its CPU comes with the stop's answer: unknown when the channel was lost.
+        let cpu = match s.lost_at_s {
+            Some(_) => "its CPU unknown".to_string(),
+            None => format!("the remote watch used {:.1}% of a core", s.remote_cpu_pct),
+        };
         let _ = writeln!(
             o,
-            "  watched over {} on {} ({}): clock offset {:+.1}ms ± {:.1}ms; the remote watch used {:.1}% of a core, sent {}/s",
+            "  watched over {} on {} ({}): clock offset {:+.1}ms ± {:.1}ms; {cpu}, sent {}/s",
             s.transport,
             s.hostname,
             s.destination,
             s.clock_offset_s * 1e3,
             s.clock_uncertainty_s * 1e3,
-            s.remote_cpu_pct,
             fmt_bytes(s.bytes_per_s)
         );
         if let Some(at) = s.lost_at_s {
