@@ -554,6 +554,126 @@ fn a_channel_lost_mid_run_keeps_the_load_and_the_samples_before_it() {
     assert_eq!(sshd.tmp_left(), Vec::<PathBuf>::new());
 }
 
+#[test]
+fn a_watch_run_alone_is_attached_to_a_run_without_one() {
+    let ng = Nginx::start("", "");
+    let dir = tempfile::tempdir().unwrap();
+    let (run_json, watch_json, joined) = (
+        dir.path().join("run.json"),
+        dir.path().join("watch.json"),
+        dir.path().join("joined.json"),
+    );
+    let url = ng.url("/1k.txt");
+    // The watch alone on the server, for longer than the load on both sides.
+    let mut watch = loadlens()
+        .args([
+            "watch",
+            &url,
+            "--duration",
+            "6s",
+            "--sample",
+            "250ms",
+            "--json",
+        ])
+        .arg(&watch_json)
+        .spawn()
+        .unwrap();
+    let pid = watch.id() as i32;
+    wait_for("the watch to start", || sampling(pid));
+    let out = output_within(
+        {
+            let mut c = loadlens();
+            c.args([
+                "run",
+                &url,
+                "-c",
+                "8",
+                "-d",
+                "2s",
+                "--no-watch",
+                "-q",
+                "--json",
+            ])
+            .arg(&run_json);
+            c
+        },
+        HANG,
+    );
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(wait_exit(&mut watch, HANG).success());
+    let run: Value = serde_json::from_str(&std::fs::read_to_string(&run_json).unwrap()).unwrap();
+    assert!(
+        run["evidence"].is_null(),
+        "the run watched: {}",
+        run["evidence"]
+    );
+
+    let out = output_within(
+        {
+            let mut c = loadlens();
+            c.arg("attach")
+                .arg(&run_json)
+                .arg(&watch_json)
+                .arg("--json")
+                .arg(&joined);
+            c
+        },
+        HANG,
+    );
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(text.contains("During the run"), "{text}");
+    let j: Value = serde_json::from_str(&std::fs::read_to_string(&joined).unwrap()).unwrap();
+    common::assert_valid("run", &j);
+    let ev = &j["evidence"];
+    assert_eq!(ev["source"]["transport"], "attach");
+    assert!(ev["started_unix_s"].is_null());
+    // The samples within the 2 s load only, on its time line.
+    let samples = ev["samples"].as_array().unwrap();
+    assert!(samples.len() >= 4, "{}", samples.len());
+    for s in samples {
+        let t = s["t_s"].as_f64().unwrap();
+        assert!((0.0..=2.5).contains(&t), "a sample at {t} s");
+    }
+    // The worker was busy serving it, and the findings say something about it.
+    let busy = ev["window"]["processes"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|p| p["role"] == "worker")
+        .any(|p| p["cpu_pct"].as_f64().unwrap() > 5.0);
+    assert!(busy, "{}", ev["window"]["processes"]);
+    assert!(
+        !j["findings"].as_array().unwrap().is_empty(),
+        "{}",
+        j["findings"]
+    );
+    // A watch that does not overlap the load is refused, saying so.
+    let mut later: Value =
+        serde_json::from_str(&std::fs::read_to_string(&watch_json).unwrap()).unwrap();
+    later["started_unix_s"] = (later["started_unix_s"].as_f64().unwrap() + 3600.0).into();
+    std::fs::write(&watch_json, later.to_string()).unwrap();
+    let out = output_within(
+        {
+            let mut c = loadlens();
+            c.arg("attach").arg(&run_json).arg(&watch_json);
+            c
+        },
+        HANG,
+    );
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{stderr}");
+    assert!(stderr.contains("do not overlap"), "{stderr}");
+}
+
 /// `loadlens watch --stdio` with the test as its client.
 struct StdioWatch {
     child: Child,

@@ -33,6 +33,7 @@ pub fn evidence(found: Found, samples: Vec<Sample>, interval_s: f64, why: String
         warnings,
         sampler_cpu_pct: 0.0,
         source: None,
+        started_unix_s: None,
     }
 }
 

@@ -41,6 +41,13 @@ pub struct Evidence {
     /// the host, the transport and the clocks. Absent for loadlens's own watch.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub source: Option<EvidenceSource>,
+    /// When the watch took its `before` snapshot, seconds since the Unix epoch on the
+    /// watching machine's clock: where its samples' `t_s` count from. Written by a
+    /// watch run alone (`loadlens watch URL --duration D --json FILE`), which
+    /// `loadlens attach` places on a Run's time line; absent in a Run's evidence
+    /// (there `t_s` counts from the load's start).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub started_unix_s: Option<f64>,
 }
 
 /// A watch on another machine (`--watch ssh://HOST`): where it ran and how its samples

@@ -209,6 +209,7 @@ pub(super) fn sampler(
         offcpu,
         warnings: reader.warnings,
         source: None,
+        started_unix_s: None,
     }
 }
 
