@@ -34,7 +34,13 @@ pub fn render(e: &Evidence) -> String {
         crate::units::fmt_duration(std::time::Duration::from_secs_f64(e.sample_interval_s)),
         e.topology.summary
     );
-    if let Some(s) = &e.source {
+    if let Some(s) = e.source.as_ref().filter(|s| s.transport == "attach") {
+        let _ = writeln!(
+            o,
+            "  from a watch run alone on {} ({}), placed by wall clock (it started {:+.1}s from the load; the clocks taken to agree)",
+            s.hostname, s.destination, s.shift_s
+        );
+    } else if let Some(s) = &e.source {
         // Its CPU comes with the stop's answer: unknown when the channel was lost.
         let cpu = match s.lost_at_s {
             Some(_) => "its CPU unknown".to_string(),
