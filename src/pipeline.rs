@@ -45,7 +45,17 @@ pub fn measure(
     if let Some(at) = job.start_at {
         wait_until(at - WATCH_LEAD_S, &stop);
     }
+    let mut unwatched = None;
     let watch = match (&job.watch, job.remote) {
+        // A channel lost in an earlier load (`--repeat`, a sweep's cells): the loads go
+        // on without the server's evidence, saying so.
+        (Some(_), Some(session)) if session.lost() => {
+            unwatched = Some(format!(
+                "the remote watch on {} was lost in an earlier load: this one was not watched",
+                session.hostname()
+            ));
+            None
+        }
         (Some(spec), Some(session)) => Some(Around::There(session, session.start(spec)?)),
         (Some(spec), None) => Some(Around::Here(Watch::start(spec.clone()))),
         (None, _) => None,
@@ -58,7 +68,7 @@ pub fn measure(
     // The watch ends even when the load failed, so its thread never outlives the run.
     let (evidence, lost) = match watch.map(|w| w.finish(started_unix_s)) {
         Some((e, lost)) => (Some(e), lost),
-        None => (None, None),
+        None => (None, unwatched),
     };
     let outcome = outcome?;
     let mut run = Run {

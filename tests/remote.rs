@@ -462,6 +462,11 @@ fn a_channel_lost_mid_run_keeps_the_load_and_the_samples_before_it() {
             "10s",
             "--sample",
             "200ms",
+            // The second load runs after the loss, unwatched: the command goes on.
+            "--repeat",
+            "2",
+            "--pause",
+            "1s",
             "--watch",
             &dest,
             "--ssh-command",
@@ -507,11 +512,16 @@ fn a_channel_lost_mid_run_keeps_the_load_and_the_samples_before_it() {
 
     let run: Value = serde_json::from_str(&std::fs::read_to_string(&json).unwrap()).unwrap();
     common::assert_valid("run", &run);
-    // The load ran its course.
-    let dur = run["results"]["duration_s"].as_f64().unwrap();
-    assert!(dur >= load_s - 0.5, "{dur}");
-    assert!(run["results"]["responses"].as_u64().unwrap() > 0);
-    let ev = &run["evidence"];
+    // Both loads ran their course; the second one without the server's evidence.
+    let reps = run["repetitions"].as_array().unwrap();
+    assert_eq!(reps.len(), 2);
+    for r in reps {
+        let dur = r["results"]["duration_s"].as_f64().unwrap();
+        assert!(dur >= load_s - 0.5, "{dur}");
+        assert!(r["results"]["responses"].as_u64().unwrap() > 0);
+    }
+    assert!(reps[1]["evidence"].is_null(), "{}", reps[1]["evidence"]);
+    let ev = &reps[0]["evidence"];
     let lost = ev["source"]["lost_at_s"]
         .as_f64()
         .unwrap_or_else(|| panic!("no lost_at_s: {}", ev["source"]));

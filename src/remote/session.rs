@@ -43,6 +43,8 @@ pub struct Session {
     /// `Some(bytes)` when this session copied the build to the server first.
     pub uploaded_bytes: Option<u64>,
     inner: Mutex<Channel>,
+    /// The channel was lost during a load: later loads run without the remote watch.
+    lost: std::sync::atomic::AtomicBool,
 }
 
 struct Channel {
@@ -90,6 +92,7 @@ impl Session {
                         hostname,
                         uploaded_bytes,
                         inner: Mutex::new(ch),
+                        lost: std::sync::atomic::AtomicBool::new(false),
                     })
                 }
                 Err(arch) => {
@@ -166,6 +169,7 @@ impl Session {
                 (ev, ch.clock().ok(), Some((cpu_pct, cpu_s)))
             }
             Err(e) => {
+                self.lost.store(true, Ordering::Relaxed);
                 let lost_unix_s = ch.ended().unwrap_or_else(unix_now);
                 let lost_at_s = lost_unix_s - load_started_unix_s;
                 let why = format!(
@@ -226,6 +230,11 @@ impl Session {
             lost_at_s: ev.source.as_ref().and_then(|s| s.lost_at_s),
         });
         ev
+    }
+
+    /// Whether the channel was lost during an earlier load (nothing more will come).
+    pub fn lost(&self) -> bool {
+        self.lost.load(Ordering::Relaxed)
     }
 
     /// The server's host name.
