@@ -45,7 +45,17 @@ pub fn measure(
     if let Some(at) = job.start_at {
         wait_until(at - WATCH_LEAD_S, &stop);
     }
+    let mut unwatched = None;
     let watch = match (&job.watch, job.remote) {
+        // A channel lost in an earlier load (`--repeat`, a sweep's cells): the loads go
+        // on without the server's evidence, saying so.
+        (Some(_), Some(session)) if session.lost() => {
+            unwatched = Some(format!(
+                "the remote watch on {} was lost in an earlier load: this one was not watched",
+                session.hostname()
+            ));
+            None
+        }
         (Some(spec), Some(session)) => Some(Around::There(session, session.start(spec)?)),
         (Some(spec), None) => Some(Around::Here(Watch::start(spec.clone()))),
         (None, _) => None,
@@ -57,9 +67,8 @@ pub fn measure(
     let outcome = engine::run(job.spec, job.target, job.addr, job.body, stop, progress);
     // The watch ends even when the load failed, so its thread never outlives the run.
     let (evidence, lost) = match watch.map(|w| w.finish(started_unix_s)) {
-        Some(Ok(e)) => (Some(e), None),
-        Some(Err(e)) => (None, Some(format!("{e:#}"))),
-        None => (None, None),
+        Some((e, lost)) => (Some(e), lost),
+        None => (None, unwatched),
     };
     let outcome = outcome?;
     let mut run = Run {
@@ -91,14 +100,22 @@ enum Around<'a> {
 }
 
 impl Around<'_> {
-    /// The evidence, its samples at the load's start (`started_unix_s`); an error when
-    /// the remote watch was lost (the load's results stand without it).
-    fn finish(self, started_unix_s: f64) -> anyhow::Result<Evidence> {
+    /// The evidence, its samples at the load's start (`started_unix_s`), and a warning
+    /// for the Run when the remote watch was lost during the load (the evidence is then
+    /// what came before).
+    fn finish(self, started_unix_s: f64) -> (Evidence, Option<String>) {
         match self {
-            Around::Here(w) => Ok(w.finish()),
-            Around::There(session, w) => session
-                .finish(w, started_unix_s)
-                .map_err(|e| e.context("the remote watch was lost: no evidence for this load")),
+            Around::Here(w) => (w.finish(), None),
+            Around::There(session, w) => {
+                let ev = session.finish(w, started_unix_s);
+                let lost = ev.source.as_ref().and_then(|s| s.lost_at_s).map(|at| {
+                    format!(
+                        "the remote watch on {} was lost {at:.1} s into the load: the findings rest on the server's samples before then; its kernel counters, error logs and profile were not seen",
+                        session.hostname()
+                    )
+                });
+                (ev, lost)
+            }
         }
     }
 }

@@ -100,8 +100,13 @@ fn bottlenecks(run: &Value) -> Vec<String> {
 /// the host, not the scenario: it runs again, at most twice more, saying why. A wrong
 /// diagnosis on a quiet host fails at once.
 fn lab(name: &str, duration: &str) -> (Value, Value) {
+    lab_with(name, duration, &[])
+}
+
+/// [`lab`] with more flags for `lab run` (`--watch-ssh`).
+fn lab_with(name: &str, duration: &str, flags: &[&str]) -> (Value, Value) {
     for attempt in 1.. {
-        let (before, after) = lab_runs(name, duration);
+        let (before, after) = lab_runs(name, duration, flags);
         // First whether the fault held at all (its key moved by the scenario's margin),
         // then whether the diagnosis named it.
         let Err(why) =
@@ -211,7 +216,7 @@ fn outside(name: &str, run: &Value) -> Vec<(String, i64)> {
         .collect()
 }
 
-fn lab_runs(name: &str, duration: &str) -> (Value, Value) {
+fn lab_runs(name: &str, duration: &str, flags: &[&str]) -> (Value, Value) {
     let _guard = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
     let sysctls = host_sysctls();
     let dir = tempfile::tempdir().unwrap();
@@ -227,6 +232,7 @@ fn lab_runs(name: &str, duration: &str) -> (Value, Value) {
             "--json-dir",
         ])
         .arg(dir.path())
+        .args(flags)
         .stdout(std::process::Stdio::piped())
         .stderr(std::process::Stdio::piped())
         .spawn()
@@ -280,6 +286,55 @@ fn lab_runs(name: &str, duration: &str) -> (Value, Value) {
         );
     }
     (before, after)
+}
+
+/// A scenario watched over ssh (`lab run NAME --watch-ssh`: an sshd of the world's
+/// own in its server namespace, the client running `--watch ssh://root@10.77.0.2`):
+/// the same diagnosis as the local watch (the checks of [`lab`]), from evidence that
+/// came over the channel, none of it lost.
+fn over_ssh(name: &str, duration: &str) -> (Value, Value) {
+    let (before, after) = lab_with(name, duration, &["--watch-ssh"]);
+    for run in [&before, &after] {
+        let source = &run["evidence"]["source"];
+        assert_eq!(source["transport"], "ssh", "{name}: {source}");
+        assert_eq!(source["destination"], "ssh://root@10.77.0.2");
+        assert!(source["lost_at_s"].is_null(), "{name}: {source}");
+        assert!(source["remote_cpu_s"].as_f64().unwrap() > 0.0, "{source}");
+    }
+    (before, after)
+}
+
+#[test]
+fn healthy_over_ssh() {
+    over_ssh("healthy", "2s");
+}
+
+#[test]
+fn listen_backlog_over_ssh() {
+    let (before, _) = over_ssh("listen-backlog", "2s");
+    assert!(counter(&before, "TcpExt.ListenOverflows") > 0);
+}
+
+#[test]
+fn php_fpm_children_over_ssh() {
+    let (before, _) = over_ssh("php-fpm-children", "3s");
+    // The upstream tier was found and watched on the server's side.
+    let upstream = before["evidence"]["topology"]["processes"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .any(|p| p["tier"] == "upstream");
+    assert!(upstream, "{}", before["evidence"]["topology"]);
+}
+
+#[test]
+fn proxy_buffers_over_ssh() {
+    over_ssh("proxy-buffers", "2s");
+}
+
+#[test]
+fn worker_connections_over_ssh() {
+    over_ssh("worker-connections", "2s");
 }
 
 /// The names in the top-10 table of the busiest worker's profile.

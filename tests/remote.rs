@@ -50,11 +50,12 @@ impl Sshd {
         }
         std::fs::copy(d.join("client_key.pub"), d.join("authorized_keys")).unwrap();
         std::fs::create_dir(d.join("cache")).unwrap();
+        std::fs::create_dir(d.join("tmp")).unwrap();
         let conf = format!(
             "ListenAddress {ip}:22\nHostKey {d}/host_key\nAuthorizedKeysFile {d}/authorized_keys\n\
              PermitRootLogin prohibit-password\nPasswordAuthentication no\n\
              KbdInteractiveAuthentication no\nUsePAM no\nStrictModes no\nPidFile none\n\
-             SetEnv LOADLENS_CACHE_DIR={d}/cache\n",
+             SetEnv LOADLENS_CACHE_DIR={d}/cache TMPDIR={d}/tmp\n",
             ip = ns.server_ip,
             d = d.display()
         );
@@ -117,6 +118,14 @@ impl Sshd {
         v
     }
 
+    /// What the remote side left in its temp dir ($TMPDIR of its sessions).
+    fn tmp_left(&self) -> Vec<PathBuf> {
+        std::fs::read_dir(self.path("tmp"))
+            .unwrap()
+            .map(|e| e.unwrap().path())
+            .collect()
+    }
+
     /// Remote watches still running (their command line names this test's cache).
     fn remote_watches(&self) -> String {
         let out = Command::new("pgrep")
@@ -145,6 +154,67 @@ fn have_sshd() -> bool {
 
 fn which(cmd: &str) -> bool {
     loadlens::lab::world::which(cmd).is_some()
+}
+
+/// The processes in a network namespace: (pid, comm, command line).
+fn netns_procs(ns: &str) -> Vec<(i32, String, String)> {
+    let out = Command::new("ip")
+        .args(["netns", "pids", ns])
+        .output()
+        .unwrap();
+    String::from_utf8_lossy(&out.stdout)
+        .split_whitespace()
+        .filter_map(|p| p.parse::<i32>().ok())
+        .filter_map(|pid| {
+            let comm = std::fs::read_to_string(format!("/proc/{pid}/comm")).ok()?;
+            let cmd = std::fs::read(format!("/proc/{pid}/cmdline")).ok()?;
+            let cmd = String::from_utf8_lossy(&cmd).replace('\0', " ");
+            Some((pid, comm.trim().to_string(), cmd))
+        })
+        .collect()
+}
+
+/// `loadlens watch` processes in the server namespace (whatever their path).
+fn watches_in(ns: &NetnsPair) -> Vec<(i32, String, String)> {
+    netns_procs(&ns.server)
+        .into_iter()
+        .filter(|(_, _, cmd)| cmd.contains("loadlens") && cmd.contains(" watch --stdio"))
+        .collect()
+}
+
+/// Whether a process has a watch's sampler thread (named `loadlens-watch`).
+fn sampling(pid: i32) -> bool {
+    std::fs::read_dir(format!("/proc/{pid}/task"))
+        .map(|tasks| {
+            tasks.flatten().any(|t| {
+                std::fs::read_to_string(t.path().join("comm"))
+                    .is_ok_and(|c| c.trim() == "loadlens-watch")
+            })
+        })
+        .unwrap_or(false)
+}
+
+/// Bytes the server's sshd sent that the client acknowledged (`ss -ti`'s
+/// `bytes_acked`, summed over its established connections).
+fn acked_by_client(ns: &NetnsPair) -> u64 {
+    let out = Command::new("ip")
+        .args([
+            "netns",
+            "exec",
+            &ns.server,
+            "ss",
+            "-tinH",
+            "state",
+            "established",
+        ])
+        .args(["sport", "=", ":22"])
+        .output()
+        .unwrap();
+    String::from_utf8_lossy(&out.stdout)
+        .split_whitespace()
+        .filter_map(|w| w.strip_prefix("bytes_acked:"))
+        .filter_map(|v| v.parse::<u64>().ok())
+        .sum()
 }
 
 /// `loadlens run URL ARGS` in the client namespace; its output (bounded by HANG).
@@ -203,6 +273,12 @@ fn the_server_on_another_machine_is_watched_over_ssh_and_the_build_sent_once() {
     assert_eq!(cached.len(), 1, "{cached:?}");
     let inode = std::fs::metadata(&cached[0]).unwrap().ino();
     assert_eq!(sshd.remote_watches(), "", "a remote watch outlived the run");
+    assert_eq!(watches_in(&ns), vec![], "a remote watch outlived the run");
+    assert_eq!(
+        sshd.tmp_left(),
+        Vec::<PathBuf>::new(),
+        "left in the server's TMPDIR"
+    );
 
     let run: Value = serde_json::from_str(&std::fs::read_to_string(&json).unwrap()).unwrap();
     common::assert_valid("run", &run);
@@ -256,6 +332,8 @@ fn the_server_on_another_machine_is_watched_over_ssh_and_the_build_sent_once() {
     assert_eq!(sshd.cached(), cached);
     assert_eq!(std::fs::metadata(&cached[0]).unwrap().ino(), inode);
     assert_eq!(sshd.remote_watches(), "");
+    assert_eq!(watches_in(&ns), vec![]);
+    assert_eq!(sshd.tmp_left(), Vec::<PathBuf>::new());
     drop(ng);
     let dir = sshd.dir.path().to_path_buf();
     drop(sshd);
@@ -357,6 +435,255 @@ fn ctrl_c_ends_the_load_keeps_the_remote_evidence_and_leaves_nothing_there() {
     assert_eq!(sshd.remote_watches(), "", "a remote watch outlived the run");
 }
 
+#[test]
+fn a_channel_lost_mid_run_keeps_the_load_and_the_samples_before_it() {
+    let Some((ns, ng, sshd)) = world("ssh-drop") else {
+        return;
+    };
+    let url = format!("http://{}:{}/1k.txt", ns.server_ip, ng.port);
+    let dest = format!("ssh://root@{}", ns.server_ip);
+    let ssh = sshd.ssh_command("client_key", "accept-new");
+    let out_dir = tempfile::tempdir().unwrap();
+    let json = out_dir.path().join("run.json");
+    let load_s = 10.0;
+    let mut child = Command::new("ip")
+        .args([
+            "netns",
+            "exec",
+            &ns.client,
+            env!("CARGO_BIN_EXE_loadlens"),
+            "run",
+        ])
+        .args([
+            &url,
+            "-c",
+            "4",
+            "-d",
+            "10s",
+            "--sample",
+            "200ms",
+            // The second load runs after the loss, unwatched: the command goes on.
+            "--repeat",
+            "2",
+            "--pause",
+            "1s",
+            "--watch",
+            &dest,
+            "--ssh-command",
+            &ssh,
+        ])
+        .arg("--json")
+        .arg(&json)
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    // The remote watch is watching once its sampler thread runs; from then on all the
+    // server's sshd sends the client is `started` (once) and the samples, 200 ms apart:
+    // three separate growths of the bytes the client's TCP acknowledged are two
+    // samples at least that reached the client's machine.
+    wait_for("the remote watch's sampler", || {
+        watches_in(&ns).iter().any(|w| sampling(w.0))
+    });
+    let (mut grew, mut last) = (0, acked_by_client(&ns));
+    wait_for("two samples from the remote watch", || {
+        let now = acked_by_client(&ns);
+        if now > last {
+            grew += 1;
+            last = now;
+        }
+        grew >= 3
+    });
+    // The server's sshd goes, with its sessions: the channel is cut. Not the watch.
+    let killed: Vec<i32> = netns_procs(&ns.server)
+        .into_iter()
+        .filter(|(_, comm, _)| comm.starts_with("sshd"))
+        .map(|(pid, _, _)| pid)
+        .collect();
+    assert!(killed.len() >= 2, "the listener and a session: {killed:?}");
+    for p in &killed {
+        // SAFETY: signals to this test's own sshd processes, found in its namespace.
+        unsafe { libc::kill(*p, libc::SIGKILL) };
+    }
+    let status = wait_exit(&mut child, HANG);
+    let mut stderr = String::new();
+    std::io::Read::read_to_string(&mut child.stderr.take().unwrap(), &mut stderr).unwrap();
+    assert_eq!(status.code(), Some(0), "{stderr}");
+
+    let run: Value = serde_json::from_str(&std::fs::read_to_string(&json).unwrap()).unwrap();
+    common::assert_valid("run", &run);
+    // Both loads ran their course; the second one without the server's evidence.
+    let reps = run["repetitions"].as_array().unwrap();
+    assert_eq!(reps.len(), 2);
+    for r in reps {
+        let dur = r["results"]["duration_s"].as_f64().unwrap();
+        assert!(dur >= load_s - 0.5, "{dur}");
+        assert!(r["results"]["responses"].as_u64().unwrap() > 0);
+    }
+    assert!(reps[1]["evidence"].is_null(), "{}", reps[1]["evidence"]);
+    let ev = &reps[0]["evidence"];
+    let lost = ev["source"]["lost_at_s"]
+        .as_f64()
+        .unwrap_or_else(|| panic!("no lost_at_s: {}", ev["source"]));
+    assert!(0.0 < lost && lost < load_s, "{lost}");
+    let samples = ev["samples"].as_array().unwrap();
+    assert!(
+        samples.len() >= 2,
+        "{} samples, lost at {lost}: {} {}",
+        samples.len(),
+        ev["warnings"],
+        ev["source"]
+    );
+    for s in samples {
+        let t = s["t_s"].as_f64().unwrap();
+        assert!(
+            t <= lost + 0.5,
+            "a sample at {t} s after the loss at {lost} s"
+        );
+    }
+    // What was watched is known, and the window rebuilt from the samples saw the
+    // nginx worker busy.
+    assert!(ev["topology"]["processes"].as_array().unwrap().len() >= 2);
+    let busy = ev["window"]["processes"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .any(|p| p["cpu_pct"].as_f64().unwrap() > 0.0);
+    assert!(busy, "{}", ev["window"]);
+    let warned = |v: &Value| {
+        v.as_array()
+            .unwrap()
+            .iter()
+            .any(|w| w.as_str().unwrap().contains("lost"))
+    };
+    assert!(warned(&run["warnings"]), "{}", run["warnings"]);
+    assert!(warned(&ev["warnings"]), "{}", ev["warnings"]);
+    // The remote watch noticed its closed standard input and exited.
+    wait_for("the remote watch to exit", || watches_in(&ns).is_empty());
+    assert_eq!(sshd.remote_watches(), "");
+    assert_eq!(sshd.tmp_left(), Vec::<PathBuf>::new());
+}
+
+#[test]
+fn a_watch_run_alone_is_attached_to_a_run_without_one() {
+    let ng = Nginx::start("", "");
+    let dir = tempfile::tempdir().unwrap();
+    let (run_json, watch_json, joined) = (
+        dir.path().join("run.json"),
+        dir.path().join("watch.json"),
+        dir.path().join("joined.json"),
+    );
+    let url = ng.url("/1k.txt");
+    // The watch alone on the server, for longer than the load on both sides.
+    let mut watch = loadlens()
+        .args([
+            "watch",
+            &url,
+            "--duration",
+            "6s",
+            "--sample",
+            "250ms",
+            "--json",
+        ])
+        .arg(&watch_json)
+        .spawn()
+        .unwrap();
+    let pid = watch.id() as i32;
+    wait_for("the watch to start", || sampling(pid));
+    let out = output_within(
+        {
+            let mut c = loadlens();
+            c.args([
+                "run",
+                &url,
+                "-c",
+                "8",
+                "-d",
+                "2s",
+                "--no-watch",
+                "-q",
+                "--json",
+            ])
+            .arg(&run_json);
+            c
+        },
+        HANG,
+    );
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(wait_exit(&mut watch, HANG).success());
+    let run: Value = serde_json::from_str(&std::fs::read_to_string(&run_json).unwrap()).unwrap();
+    assert!(
+        run["evidence"].is_null(),
+        "the run watched: {}",
+        run["evidence"]
+    );
+
+    let out = output_within(
+        {
+            let mut c = loadlens();
+            c.arg("attach")
+                .arg(&run_json)
+                .arg(&watch_json)
+                .arg("--json")
+                .arg(&joined);
+            c
+        },
+        HANG,
+    );
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(text.contains("During the run"), "{text}");
+    let j: Value = serde_json::from_str(&std::fs::read_to_string(&joined).unwrap()).unwrap();
+    common::assert_valid("run", &j);
+    let ev = &j["evidence"];
+    assert_eq!(ev["source"]["transport"], "attach");
+    assert!(ev["started_unix_s"].is_null());
+    // The samples within the 2 s load only, on its time line.
+    let samples = ev["samples"].as_array().unwrap();
+    assert!(samples.len() >= 4, "{}", samples.len());
+    for s in samples {
+        let t = s["t_s"].as_f64().unwrap();
+        assert!((0.0..=2.5).contains(&t), "a sample at {t} s");
+    }
+    // The worker was busy serving it, and the findings say something about it.
+    let busy = ev["window"]["processes"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|p| p["role"] == "worker")
+        .any(|p| p["cpu_pct"].as_f64().unwrap() > 5.0);
+    assert!(busy, "{}", ev["window"]["processes"]);
+    assert!(
+        !j["findings"].as_array().unwrap().is_empty(),
+        "{}",
+        j["findings"]
+    );
+    // A watch that does not overlap the load is refused, saying so.
+    let mut later: Value =
+        serde_json::from_str(&std::fs::read_to_string(&watch_json).unwrap()).unwrap();
+    later["started_unix_s"] = (later["started_unix_s"].as_f64().unwrap() + 3600.0).into();
+    std::fs::write(&watch_json, later.to_string()).unwrap();
+    let out = output_within(
+        {
+            let mut c = loadlens();
+            c.arg("attach").arg(&run_json).arg(&watch_json);
+            c
+        },
+        HANG,
+    );
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{stderr}");
+    assert!(stderr.contains("do not overlap"), "{stderr}");
+}
+
 /// `loadlens watch --stdio` with the test as its client.
 struct StdioWatch {
     child: Child,
@@ -386,7 +713,7 @@ impl StdioWatch {
 }
 
 fn hello(version: &str) -> String {
-    format!(r#"{{"type":"hello","protocol":1,"version":"{version}"}}"#)
+    format!(r#"{{"type":"hello","protocol":2,"version":"{version}"}}"#)
 }
 
 #[test]

@@ -16,6 +16,9 @@ _loadlens() {
             ",$1")
                 cmd="loadlens"
                 ;;
+            loadlens,attach)
+                cmd="loadlens__subcmd__attach"
+                ;;
             loadlens,compare)
                 cmd="loadlens__subcmd__compare"
                 ;;
@@ -48,6 +51,9 @@ _loadlens() {
                 ;;
             loadlens,watch)
                 cmd="loadlens__subcmd__watch"
+                ;;
+            loadlens__subcmd__help,attach)
+                cmd="loadlens__subcmd__help__subcmd__attach"
                 ;;
             loadlens__subcmd__help,compare)
                 cmd="loadlens__subcmd__help__subcmd__compare"
@@ -122,12 +128,54 @@ _loadlens() {
 
     case "${cmd}" in
         loadlens)
-            opts="-h -V --help --version run compare merge sweep report explain completions watch man lab help"
+            opts="-h -V --help --version run compare merge attach sweep report explain completions watch man lab help"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 1 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
             fi
             case "${prev}" in
+                *)
+                    COMPREPLY=()
+                    ;;
+            esac
+            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+            return 0
+            ;;
+        loadlens__subcmd__attach)
+            opts="-h -V --json --html --latency --slo --junit --summary-md --hdr-log --openmetrics --help --version"
+            if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
+                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+                return 0
+            fi
+            case "${prev}" in
+                --json)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --html)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --slo)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --junit)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --summary-md)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --hdr-log)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --openmetrics)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
                 *)
                     COMPREPLY=()
                     ;;
@@ -190,8 +238,22 @@ _loadlens() {
             return 0
             ;;
         loadlens__subcmd__help)
-            opts="run compare merge sweep report explain completions watch man lab help"
+            opts="run compare merge attach sweep report explain completions watch man lab help"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
+                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+                return 0
+            fi
+            case "${prev}" in
+                *)
+                    COMPREPLY=()
+                    ;;
+            esac
+            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+            return 0
+            ;;
+        loadlens__subcmd__help__subcmd__attach)
+            opts=""
+            if [[ ${cur} == -* || ${COMP_CWORD} -eq 3 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
             fi
@@ -498,7 +560,7 @@ _loadlens() {
             return 0
             ;;
         loadlens__subcmd__lab__subcmd__run)
-            opts="-d -v -q -h -V --fix --duration --keep --verbose --json-dir --quiet --no-profile --no-offcpu --help --version"
+            opts="-d -v -q -h -V --fix --duration --keep --verbose --json-dir --quiet --no-profile --no-offcpu --watch-ssh --help --version"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 3 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -980,7 +1042,7 @@ _loadlens() {
             return 0
             ;;
         loadlens__subcmd__watch)
-            opts="-h -V --stdio --start-at --max-duration --json --sample --server-name --profile-hz --help --version"
+            opts="-h -V --stdio --start-at --max-duration --duration --json --sample --server-name --profile-hz --help --version"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -991,6 +1053,10 @@ _loadlens() {
                     return 0
                     ;;
                 --max-duration)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --duration)
                     COMPREPLY=($(compgen -f "${cur}"))
                     return 0
                     ;;

@@ -57,6 +57,11 @@ pub struct LabRunArgs {
     /// the server is profiled).
     #[arg(long)]
     no_offcpu: bool,
+    /// Watch the server over ssh, as a server on another machine is (`run --watch
+    /// ssh://`): an sshd of the world's own, with keys of its own, runs in the server
+    /// namespace.
+    #[arg(long)]
+    watch_ssh: bool,
 }
 
 pub fn cmd(c: LabCommand) -> anyhow::Result<ExitCode> {
@@ -74,6 +79,7 @@ pub fn cmd(c: LabCommand) -> anyhow::Result<ExitCode> {
                 show_runs: !a.quiet,
                 profile: !a.no_profile,
                 offcpu: !a.no_offcpu,
+                watch_ssh: a.watch_ssh,
             };
             let sc = lab::find(&a.name)?;
             if let Some(dir) = &opts.json_dir {

@@ -73,7 +73,9 @@ impl Views {
         warnings: Vec<String>,
     ) -> anyhow::Result<ExitCode> {
         let mut run = merge(parts, reasons)?;
-        if let Some((evidence, host)) = server {
+        if let Some((mut evidence, host)) = server {
+            // Placed on the load's time line by the Ray companion already.
+            evidence.started_unix_s = None;
             run.warnings
                 .retain(|w| !w.starts_with("the machine evidence is "));
             run.warnings.push(format!(
@@ -82,6 +84,11 @@ impl Views {
             run.evidence = Some(evidence);
         }
         run.warnings.extend(warnings);
+        self.write(run)
+    }
+
+    /// Diagnoses and judges `run` again, writes the views, returns the exit status.
+    pub(super) fn write(&self, mut run: Run) -> anyhow::Result<ExitCode> {
         run.findings = crate::diagnose::diagnose(&run);
         self.ci.judge(&mut run);
         report::write_all(&run, &self.outputs)?;

@@ -2,6 +2,7 @@
 //! views. Flags follow wrk's where wrk has them. One file per command family: `run`,
 //! `lab`; `progress` is the live status line.
 
+mod attach;
 mod ci;
 mod compare;
 mod lab;
@@ -45,6 +46,9 @@ enum Command {
     /// Merge the segment Runs of a load split over machines (`run --segment I/N`) into
     /// the Run of the whole load: counts summed, histograms added, findings recomputed.
     Merge(merge::MergeArgs),
+    /// Join a Run made without a watch to a watch run alone on the server (`loadlens
+    /// watch URL --duration D --json FILE`), by wall clock, and diagnose it again.
+    Attach(attach::AttachArgs),
     /// A study in one command: the cross product of comma-separated values (-c, -t,
     /// --connreqs, -R, URLs) as a table; or, with --ceiling --slo, the highest rate
     /// that meets a latency objective.
@@ -114,6 +118,7 @@ pub fn main() -> anyhow::Result<ExitCode> {
         Command::Lab(c) => lab::cmd(c),
         Command::Compare(a) => compare::cmd(a),
         Command::Merge(a) => merge::cmd(a),
+        Command::Attach(a) => attach::cmd(a),
         Command::Watch(a) => watch::cmd(a),
         Command::Sweep(a) => sweep::cmd(*a),
         Command::Completions { shell } => print(&completions(shell)),

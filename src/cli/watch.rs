@@ -35,6 +35,11 @@ pub struct WatchArgs {
     /// Stop at the latest after this long, even if standard input stays open.
     #[arg(long, value_parser = parse_duration, default_value = "10m")]
     max_duration: Duration,
+    /// Watch alone for this long, not until standard input closes (a server the
+    /// client cannot reach: start it before the load, end it after, then `loadlens
+    /// attach RUN.json WATCH.json`).
+    #[arg(long, value_parser = parse_duration, conflicts_with = "stdio")]
+    duration: Option<Duration>,
     /// Write the Evidence as JSON to FILE (`-` = stdout).
     #[arg(long, value_name = "FILE")]
     json: Option<String>,
@@ -80,14 +85,30 @@ pub fn cmd(a: WatchArgs) -> anyhow::Result<ExitCode> {
         profile_hz: a.profile_hz,
         offcpu: a.profile_hz.is_some(),
     });
-    // Until the caller closes our standard input (the load is over), bounded.
-    let (tx, rx) = mpsc::channel();
-    std::thread::spawn(move || {
-        let _ = std::io::stdin().read_to_end(&mut Vec::new());
-        let _ = tx.send(());
-    });
-    let _ = rx.recv_timeout(a.max_duration);
-    let evidence = watch.finish();
+    // `start` returns once the `before` snapshot is taken: the samples count from here.
+    let started_unix_s = crate::remote::protocol::unix_now();
+    match a.duration {
+        Some(d) => std::thread::sleep(d),
+        None => {
+            // Until the caller closes our standard input (the load is over), bounded.
+            let (tx, rx) = mpsc::channel();
+            std::thread::spawn(move || {
+                let _ = std::io::stdin().read_to_end(&mut Vec::new());
+                let _ = tx.send(());
+            });
+            let _ = rx.recv_timeout(a.max_duration);
+        }
+    }
+    let mut evidence = watch.finish();
+    evidence.started_unix_s = Some(started_unix_s);
+    if a.duration.is_some() {
+        evidence.source = Some(crate::run::EvidenceSource {
+            transport: "watch".into(),
+            hostname: crate::remote::server::hostname(),
+            remote_version: crate::remote::protocol::VERSION.into(),
+            ..Default::default()
+        });
+    }
     let text = serde_json::to_string(&evidence)?;
     match a.json.as_deref() {
         None | Some("-") => println!("{text}"),

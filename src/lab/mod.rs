@@ -8,6 +8,7 @@ pub mod other_servers;
 pub mod scenario;
 pub mod scenarios;
 pub mod servers;
+pub mod ssh;
 pub mod testbed;
 pub mod time_scenarios;
 pub mod world;
@@ -42,6 +43,9 @@ pub struct LabOptions {
     pub profile: bool,
     /// With `profile`, watch where the server's threads slept too (`--no-offcpu`).
     pub offcpu: bool,
+    /// Watch the server namespace over ssh, through an sshd of the world's own
+    /// (`--watch-ssh`), instead of from the client's.
+    pub watch_ssh: bool,
 }
 
 /// What a lab run produced.
@@ -84,6 +88,11 @@ fn run_once(
             if fixed { "fixed" } else { "fault" }
         )
     })?;
+    let remote = if opts.watch_ssh {
+        ssh::serve(&mut w)?
+    } else {
+        Vec::new()
+    };
     if stop.load(Ordering::Relaxed) {
         bail!("interrupted");
     }
@@ -96,7 +105,8 @@ fn run_once(
         .arg(&exe)
         .args(["run", &setup.url, "-d", &dur, "--latency", "--json"])
         .arg(&json)
-        .args(&setup.args);
+        .args(&setup.args)
+        .args(&remote);
     if let Some(procs) = &setup.client_cgroup {
         world::join_cgroup(&mut cmd, procs)?;
     }

@@ -6,8 +6,12 @@
 //! Files: [`protocol`] (the messages, their framing, the clock arithmetic), [`server`]
 //! (`watch --stdio`: the server's side), [`ssh`] (the ssh command line, the remote
 //! scripts, copying the build there, what ssh's failures mean), [`session`] (the
-//! client's side: one channel for every load of a command).
+//! client's side: one channel for every load of a command), [`lost`] (the Evidence
+//! of a channel lost mid-run), [`attach`] (a watch run alone joined to a Run by wall
+//! clock).
 
+pub mod attach;
+pub mod lost;
 pub mod protocol;
 pub mod server;
 pub mod session;

@@ -18,14 +18,21 @@
 //! client → {"type":"clock","t0":…}            ×N, before the load (NTP's four times)
 //! server ← {"type":"clock","t0":…,"t1":…,"t2":…}
 //! client → {"type":"start","target":"10.0.0.2:80","sample_s":1.0,"profile_hz":null,…}
-//! server ← {"type":"started","at_unix_s":…}   (the `before` snapshot is taken)
+//! server ← {"type":"started","at_unix_s":…,"found":{…}}   (the `before` snapshot is
+//!          taken; what was found to watch)
 //!          … the load runs …
+//! server ← {"type":"sample","sample":{…}}      each sample as it is taken
 //! client → {"type":"stop"}
-//! server ← {"type":"evidence","evidence":{…},"cpu_pct":…}
+//! server ← {"type":"evidence","evidence":{…},"cpu_pct":…,"cpu_s":…}
+//!          (its `samples` are those not already sent: the last, partial one)
 //! client → {"type":"clock",…}                 ×N, after the load
 //!          start/stop again for the next repetition, or standard input closes:
 //!          the server finishes any watch and exits.
 //! ```
+//!
+//! The samples come as they are taken so that a channel lost mid-run (the server's
+//! sshd restarted, the network gone) still leaves the Run the server's evidence up to
+//! then; the window's deltas, the logs and the profile come only with the stop.
 //!
 //! A version mismatch is refused in the hello, before any load: the Evidence is
 //! serde's layout of this build's structs, so the two ends must be the same loadlens
@@ -36,10 +43,11 @@ use std::io::{BufRead, Write};
 use anyhow::Context;
 use serde::{Deserialize, Serialize};
 
-use crate::run::Evidence;
+use crate::run::{Evidence, Sample};
+use crate::watch::Found;
 
 /// Version of the messages below; a change that an older peer would misread bumps it.
-pub const PROTOCOL: u32 = 1;
+pub const PROTOCOL: u32 = 2;
 /// This build's version, as the hello carries it.
 pub const VERSION: &str = env!("CARGO_PKG_VERSION");
 /// The bootstrap script's line when the cached binary is missing (see `ssh.rs`).
@@ -91,12 +99,22 @@ pub enum ToClient {
     Refused { reason: String },
     /// NTP's receive (`t1`) and transmit (`t2`) times on the server's clock.
     Clock { t0: f64, t1: f64, t2: f64 },
-    /// The watch took its `before` snapshot at this time, server's clock.
-    Started { at_unix_s: f64 },
+    /// The watch took its `before` snapshot at this time, server's clock, and found
+    /// this to watch.
+    Started {
+        at_unix_s: f64,
+        #[serde(default)]
+        found: Box<Found>,
+    },
+    /// One sample, as it was taken (its `t_s` on the remote watch's own time line).
+    Sample { sample: Box<Sample> },
     Evidence {
         evidence: Box<Evidence>,
-        /// The server's loadlens process's CPU from start to stop, percent of a core.
+        /// The server's loadlens process's CPU from start to stop, percent of a core,
+        /// and in seconds (user + system, every thread).
         cpu_pct: f64,
+        #[serde(default)]
+        cpu_s: f64,
     },
     /// A message the server could not act on (e.g. a start while watching).
     Error { message: String },

@@ -13,14 +13,17 @@ use std::time::{Duration, Instant};
 
 use super::protocol::unix_now;
 use super::protocol::{self, ToClient, ToServer, PROTOCOL, VERSION};
+use crate::run::Sample;
 use crate::watch::discover::Hints;
 use crate::watch::{Watch, WatchSpec};
 
-/// What the reader thread hands the loop.
+/// What the reader thread and the sample forwarder hand the loop.
 enum Input {
     Msg(ToServer),
     Bad(String),
     Closed,
+    /// A sample of the watch numbered so (a late one of an earlier watch is dropped).
+    Sample(u64, Box<Sample>),
 }
 
 /// How the session ended.
@@ -37,6 +40,7 @@ pub enum Ended {
 /// Serves one client on standard input/output until it closes them.
 pub fn serve(max_duration: Duration) -> anyhow::Result<Ended> {
     let (tx, rx) = mpsc::channel();
+    let samples_tx = tx.clone();
     // The reader is a thread so the loop can bound its waits; it ends with stdin.
     std::thread::spawn(move || {
         let mut input = BufReader::new(std::io::stdin().lock());
@@ -58,6 +62,8 @@ pub fn serve(max_duration: Duration) -> anyhow::Result<Ended> {
     let deadline = Instant::now() + max_duration;
     let mut greeted = false;
     let mut watching: Option<(Watch, ProcessCpu)> = None;
+    // Which watch this is, and how many of its samples went out as they were taken.
+    let (mut generation, mut sent) = (0u64, 0usize);
     let ended = loop {
         let input = match rx.recv_timeout(deadline.saturating_duration_since(Instant::now())) {
             Ok(i) => i,
@@ -66,6 +72,11 @@ pub fn serve(max_duration: Duration) -> anyhow::Result<Ended> {
         };
         let reply = match input {
             Input::Closed => break Ended::Closed,
+            Input::Sample(g, sample) if g == generation && watching.is_some() => {
+                sent += 1;
+                ToClient::Sample { sample }
+            }
+            Input::Sample(..) => continue,
             Input::Bad(message) => ToClient::Error { message },
             Input::Msg(ToServer::Hello { protocol, version }) => {
                 if let Some(reason) = refusal(protocol, &version) {
@@ -99,20 +110,36 @@ pub fn serve(max_duration: Duration) -> anyhow::Result<Ended> {
             Input::Msg(ToServer::Start(s)) => match s.target.parse::<SocketAddr>() {
                 Ok(target) => {
                     let cpu = ProcessCpu::now();
-                    let watch = Watch::start(WatchSpec {
-                        interval: Duration::from_secs_f64(s.sample_s.max(0.1)),
-                        target,
-                        hints: Hints {
-                            pids: s.server_pids,
-                            names: s.server_names,
-                        },
-                        profile_hz: s.profile_hz,
-                        offcpu: s.offcpu,
+                    generation += 1;
+                    sent = 0;
+                    let (live, taken) = mpsc::channel::<Sample>();
+                    let (g, to_loop) = (generation, samples_tx.clone());
+                    // Ends when the sampler drops `live`, at the watch's finish.
+                    std::thread::spawn(move || {
+                        for s in taken {
+                            if to_loop.send(Input::Sample(g, Box::new(s))).is_err() {
+                                return;
+                            }
+                        }
                     });
+                    let watch = Watch::start_live(
+                        WatchSpec {
+                            interval: Duration::from_secs_f64(s.sample_s.max(0.1)),
+                            target,
+                            hints: Hints {
+                                pids: s.server_pids,
+                                names: s.server_names,
+                            },
+                            profile_hz: s.profile_hz,
+                            offcpu: s.offcpu,
+                        },
+                        Some(live),
+                    );
                     // `start` returns once the `before` snapshot is taken.
                     let at_unix_s = unix_now();
+                    let found = Box::new(watch.found().clone());
                     watching = Some((watch, cpu));
-                    ToClient::Started { at_unix_s }
+                    ToClient::Started { at_unix_s, found }
                 }
                 Err(e) => ToClient::Error {
                     message: format!("bad target address `{}`: {e}", s.target),
@@ -120,11 +147,14 @@ pub fn serve(max_duration: Duration) -> anyhow::Result<Ended> {
             },
             Input::Msg(ToServer::Stop) => match watching.take() {
                 Some((watch, cpu)) => {
-                    let evidence = watch.finish();
-                    let cpu_pct = cpu.busy_pct_since();
+                    let mut evidence = watch.finish();
+                    let (cpu_pct, cpu_s) = cpu.since();
+                    // The client has those already: only the rest (the partial last).
+                    evidence.samples.drain(..sent.min(evidence.samples.len()));
                     ToClient::Evidence {
                         evidence: Box::new(evidence),
                         cpu_pct,
+                        cpu_s,
                     }
                 }
                 None => ToClient::Error {
@@ -196,13 +226,14 @@ impl ProcessCpu {
         }
     }
 
-    /// CPU used since, percent of one core.
-    fn busy_pct_since(&self) -> f64 {
+    /// CPU used since: percent of one core, and seconds (user + system).
+    fn since(&self) -> (f64, f64) {
         let wall = self.at.elapsed().as_secs_f64();
+        let used = (process_cpu_s() - self.cpu_s).max(0.0);
         if wall <= 0.0 {
-            return 0.0;
+            return (0.0, used);
         }
-        (process_cpu_s() - self.cpu_s) / wall * 100.0
+        (used / wall * 100.0, used)
     }
 }
 

@@ -26,8 +26,8 @@ use super::protocol::{
 };
 use super::server::machine;
 use super::ssh::{build_hash, failure, upload, watch_script, Destination, Ssh};
-use crate::run::{Evidence, EvidenceSource};
-use crate::watch::WatchSpec;
+use crate::run::{Evidence, EvidenceSource, Sample};
+use crate::watch::{Found, WatchSpec};
 
 /// Clock exchanges at each end of a load (the shortest round trip is kept).
 const CLOCK_ROUNDS: usize = 8;
@@ -43,6 +43,8 @@ pub struct Session {
     /// `Some(bytes)` when this session copied the build to the server first.
     pub uploaded_bytes: Option<u64>,
     inner: Mutex<Channel>,
+    /// The channel was lost during a load: later loads run without the remote watch.
+    lost: std::sync::atomic::AtomicBool,
 }
 
 struct Channel {
@@ -52,6 +54,8 @@ struct Channel {
     lines: Receiver<String>,
     bytes: Arc<AtomicU64>,
     stderr: Arc<Mutex<String>>,
+    /// When ssh's output ended (this machine's clock, seconds since the epoch).
+    ended_unix_s: Arc<Mutex<Option<f64>>>,
 }
 
 /// A watch running on the server: what finishing it needs.
@@ -59,6 +63,8 @@ pub struct Watching {
     clock_before: ClockSample,
     started_remote_unix_s: f64,
     bytes_at_start: u64,
+    found: Found,
+    interval_s: f64,
 }
 
 impl Session {
@@ -86,6 +92,7 @@ impl Session {
                         hostname,
                         uploaded_bytes,
                         inner: Mutex::new(ch),
+                        lost: std::sync::atomic::AtomicBool::new(false),
                     })
                 }
                 Err(arch) => {
@@ -125,10 +132,12 @@ impl Session {
             server_pids: spec.hints.pids.clone(),
         }))?;
         match ch.reply(REPLY_WAIT)? {
-            ToClient::Started { at_unix_s } => Ok(Watching {
+            ToClient::Started { at_unix_s, found } => Ok(Watching {
                 clock_before,
                 started_remote_unix_s: at_unix_s,
                 bytes_at_start: ch.bytes.load(Ordering::Relaxed),
+                found: *found,
+                interval_s: spec.interval.as_secs_f64(),
             }),
             other => bail!(
                 "the watch on {} did not start: {}",
@@ -139,17 +148,48 @@ impl Session {
     }
 
     /// Stops the watch and returns its Evidence, its samples placed on this machine's
-    /// clock with the load's start (`load_started_unix_s`) at 0, and its source.
-    pub fn finish(&self, w: Watching, load_started_unix_s: f64) -> anyhow::Result<Evidence> {
+    /// clock with the load's start (`load_started_unix_s`) at 0, and its source. When
+    /// the channel was lost during the load, the Evidence is what came before
+    /// ([`super::lost`]) and its source says when (`lost_at_s`).
+    pub fn finish(&self, w: Watching, load_started_unix_s: f64) -> Evidence {
         let mut ch = self.inner.lock().unwrap_or_else(|e| e.into_inner());
-        ch.send(&ToServer::Stop)?;
-        let (mut ev, cpu_pct) = match ch.reply(REPLY_WAIT)? {
-            ToClient::Evidence { evidence, cpu_pct } => (*evidence, cpu_pct),
-            other => bail!("no evidence from {}: {}", self.dest.host, said(other)),
+        let mut streamed = Vec::new();
+        let got = match ch.send(&ToServer::Stop) {
+            Ok(()) => ch.evidence(&mut streamed),
+            Err(e) => {
+                ch.drain(&mut streamed);
+                Err(e)
+            }
+        };
+        let (mut ev, clock_after, cpu) = match got {
+            Ok((mut ev, cpu_pct, cpu_s)) => {
+                streamed.append(&mut ev.samples);
+                ev.samples = streamed;
+                // Clocks once more; a channel lost right here leaves the first alone.
+                (ev, ch.clock().ok(), Some((cpu_pct, cpu_s)))
+            }
+            Err(e) => {
+                self.lost.store(true, Ordering::Relaxed);
+                let lost_unix_s = ch.ended().unwrap_or_else(unix_now);
+                let lost_at_s = lost_unix_s - load_started_unix_s;
+                let why = format!(
+                    "the channel to the remote watch on {} was lost {lost_at_s:.1} s into the load ({e:#}): the samples until then are kept and the window rebuilt from them; the kernel counters over the window (drops, overflows, retransmits), the error logs, the profile and everything after {lost_at_s:.1} s were not seen",
+                    self.dest.host
+                );
+                let mut ev = super::lost::evidence(w.found.clone(), streamed, w.interval_s, why);
+                ev.source = Some(EvidenceSource {
+                    lost_at_s: Some(lost_at_s),
+                    ..EvidenceSource::default()
+                });
+                (ev, None, None)
+            }
         };
         let bytes = ch.bytes.load(Ordering::Relaxed) - w.bytes_at_start;
-        let clock_after = ch.clock()?;
-        let (offset, uncertainty) = combine(w.clock_before, clock_after);
+        let (offset, uncertainty) = match clock_after {
+            Some(after) => combine(w.clock_before, after),
+            None => (w.clock_before.offset_s(), w.clock_before.rtt_s() / 2.0),
+        };
+        let after = clock_after.unwrap_or(w.clock_before);
         // The remote watch's t_s = 0 on this machine's clock, relative to the load.
         let shift = (w.started_remote_unix_s - offset) - load_started_unix_s;
         for s in &mut ev.samples {
@@ -164,7 +204,11 @@ impl Session {
         // watch's own, not the client's.
         ev.host.loadgen_cpus.clear();
         ev.host.cgroup_cpu_max = None;
-        let window_s = ev.window.duration_s;
+        let window_s = match ev.source.as_ref().and_then(|s| s.lost_at_s) {
+            Some(lost) => lost.max(0.0),
+            None => ev.window.duration_s,
+        };
+        let (remote_cpu_pct, remote_cpu_s) = cpu.unwrap_or((0.0, 0.0));
         ev.source = Some(EvidenceSource {
             transport: "ssh".into(),
             destination: self.dest.text.clone(),
@@ -172,18 +216,25 @@ impl Session {
             remote_version: VERSION.into(),
             clock_offset_s: offset,
             clock_uncertainty_s: uncertainty,
-            clock_rtt_s: [w.clock_before.rtt_s(), clock_after.rtt_s()],
-            clock_offsets_s: [w.clock_before.offset_s(), clock_after.offset_s()],
+            clock_rtt_s: [w.clock_before.rtt_s(), after.rtt_s()],
+            clock_offsets_s: [w.clock_before.offset_s(), after.offset_s()],
             shift_s: shift,
-            remote_cpu_pct: cpu_pct,
+            remote_cpu_pct,
+            remote_cpu_s,
             bytes_received: bytes,
             bytes_per_s: if window_s > 0.0 {
                 bytes as f64 / window_s
             } else {
                 0.0
             },
+            lost_at_s: ev.source.as_ref().and_then(|s| s.lost_at_s),
         });
-        Ok(ev)
+        ev
+    }
+
+    /// Whether the channel was lost during an earlier load (nothing more will come).
+    pub fn lost(&self) -> bool {
+        self.lost.load(Ordering::Relaxed)
     }
 
     /// The server's host name.
@@ -227,6 +278,8 @@ impl Channel {
         });
         let bytes = Arc::new(AtomicU64::new(0));
         let count = bytes.clone();
+        let ended_unix_s = Arc::new(Mutex::new(None));
+        let ended = ended_unix_s.clone();
         let out = child.stdout.take().expect("piped");
         let (tx, lines) = mpsc::channel();
         // Lines through a thread, so every wait for the server is bounded.
@@ -238,6 +291,7 @@ impl Channel {
                     return;
                 }
             }
+            *ended.lock().unwrap_or_else(|e| e.into_inner()) = Some(unix_now());
         });
         Ok(Channel {
             dest: ssh.dest.clone(),
@@ -246,7 +300,38 @@ impl Channel {
             lines,
             bytes,
             stderr,
+            ended_unix_s,
         })
+    }
+
+    /// When ssh's output ended, if it did.
+    fn ended(&self) -> Option<f64> {
+        *self.ended_unix_s.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// The samples already received (the channel is gone: nothing else will come).
+    fn drain(&mut self, streamed: &mut Vec<Sample>) {
+        while let Ok(line) = self.lines.try_recv() {
+            if let Ok(ToClient::Sample { sample }) = serde_json::from_str(&line) {
+                streamed.push(*sample);
+            }
+        }
+    }
+
+    /// After a stop: the samples sent as they were taken (into `streamed`), then the
+    /// Evidence with the process's CPU (percent of a core, seconds).
+    fn evidence(&mut self, streamed: &mut Vec<Sample>) -> anyhow::Result<(Evidence, f64, f64)> {
+        loop {
+            match self.reply(REPLY_WAIT)? {
+                ToClient::Sample { sample } => streamed.push(*sample),
+                ToClient::Evidence {
+                    evidence,
+                    cpu_pct,
+                    cpu_s,
+                } => return Ok((*evidence, cpu_pct, cpu_s)),
+                other => bail!("no evidence from {}: {}", self.dest.host, said(other)),
+            }
+        }
     }
 
     fn send(&mut self, msg: &ToServer) -> anyhow::Result<()> {

@@ -34,18 +34,34 @@ pub fn render(e: &Evidence) -> String {
         crate::units::fmt_duration(std::time::Duration::from_secs_f64(e.sample_interval_s)),
         e.topology.summary
     );
-    if let Some(s) = &e.source {
+    if let Some(s) = e.source.as_ref().filter(|s| s.transport == "attach") {
         let _ = writeln!(
             o,
-            "  watched over {} on {} ({}): clock offset {:+.1}ms ± {:.1}ms; the remote watch used {:.1}% of a core, sent {}/s",
+            "  from a watch run alone on {} ({}), placed by wall clock (it started {:+.1}s from the load; the clocks taken to agree)",
+            s.hostname, s.destination, s.shift_s
+        );
+    } else if let Some(s) = &e.source {
+        // Its CPU comes with the stop's answer: unknown when the channel was lost.
+        let cpu = match s.lost_at_s {
+            Some(_) => "its CPU unknown".to_string(),
+            None => format!("the remote watch used {:.1}% of a core", s.remote_cpu_pct),
+        };
+        let _ = writeln!(
+            o,
+            "  watched over {} on {} ({}): clock offset {:+.1}ms ± {:.1}ms; {cpu}, sent {}/s",
             s.transport,
             s.hostname,
             s.destination,
             s.clock_offset_s * 1e3,
             s.clock_uncertainty_s * 1e3,
-            s.remote_cpu_pct,
             fmt_bytes(s.bytes_per_s)
         );
+        if let Some(at) = s.lost_at_s {
+            let _ = writeln!(
+                o,
+                "  the channel was lost {at:.1}s into the load: below are the samples until then; the kernel counters over the window, the error logs and the profile were not seen"
+            );
+        }
     }
     if !w.cpus.is_empty() {
         // Every share /proc/stat has, so a row sums to 100%: time blocked on disk

@@ -41,6 +41,13 @@ pub struct Evidence {
     /// the host, the transport and the clocks. Absent for loadlens's own watch.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub source: Option<EvidenceSource>,
+    /// When the watch took its `before` snapshot, seconds since the Unix epoch on the
+    /// watching machine's clock: where its samples' `t_s` count from. Written by a
+    /// watch run alone (`loadlens watch URL --duration D --json FILE`), which
+    /// `loadlens attach` places on a Run's time line; absent in a Run's evidence
+    /// (there `t_s` counts from the load's start).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub started_unix_s: Option<f64>,
 }
 
 /// A watch on another machine (`--watch ssh://HOST`): where it ran and how its samples
@@ -73,10 +80,24 @@ pub struct EvidenceSource {
     /// The remote loadlens process's CPU over the window, percent of one core (its
     /// sampler, the channel, the encoding; `sampler_cpu_pct` is the sampler alone).
     pub remote_cpu_pct: f64,
+    /// The same as time: the remote process's user + system CPU seconds (every
+    /// thread, `getrusage`) from the watch's start to its stop. 0 when the channel was
+    /// lost before the stop.
+    #[serde(default)]
+    pub remote_cpu_s: f64,
     /// Bytes the remote watch sent over the channel for this window, and per second
     /// of it.
     pub bytes_received: u64,
     pub bytes_per_s: f64,
+    /// When the channel to the remote watch was lost during this load, seconds from
+    /// the load's start on this machine's clock (when ssh's output ended, or the wait
+    /// for the evidence gave up). The samples received until then are kept; the
+    /// window is rebuilt from them (means of its rates, highest gauges) and covers
+    /// only that time; the window's kernel counters (drops, overflows, retransmits),
+    /// the error logs, the profile and the off-CPU watch are missing. Absent when the
+    /// watch answered the stop.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub lost_at_s: Option<f64>,
 }
 
 /// Read once before the load.

@@ -31,7 +31,7 @@ use std::sync::mpsc;
 use std::thread::JoinHandle;
 use std::time::Duration;
 
-use crate::run::Evidence;
+use crate::run::{Evidence, HostFacts, Sample, Topology};
 use discover::Hints;
 use sampler::sampler;
 
@@ -51,10 +51,21 @@ pub struct WatchSpec {
     pub offcpu: bool,
 }
 
+/// What the watch found before the load, known once it started: a remote watch sends
+/// it ahead (with each sample as it is taken), so a channel lost mid-run still leaves
+/// the Run knowing what was watched.
+#[derive(Debug, Clone, Default, serde::Serialize, serde::Deserialize)]
+pub struct Found {
+    pub topology: Topology,
+    pub host: HostFacts,
+    pub warnings: Vec<String>,
+}
+
 /// A running watch: the sampler thread and what it needs to finish.
 pub struct Watch {
     stop: mpsc::Sender<()>,
     thread: JoinHandle<Evidence>,
+    found: Found,
 }
 
 impl Watch {
@@ -62,15 +73,30 @@ impl Watch {
     /// has its own, discovers the target and takes the `before` snapshot; returns once
     /// that is done. Call right before the load starts; [`Watch::finish`] right after.
     pub fn start(spec: WatchSpec) -> Watch {
+        Watch::start_live(spec, None)
+    }
+
+    /// [`Watch::start`], sending a copy of each sample to `live` as it is taken (the
+    /// final, partial one excepted: it is in the Evidence only).
+    pub fn start_live(spec: WatchSpec, live: Option<mpsc::Sender<Sample>>) -> Watch {
         let (tx, rx) = mpsc::channel::<()>();
-        let (ready_tx, ready_rx) = mpsc::channel::<()>();
+        let (ready_tx, ready_rx) = mpsc::channel::<Found>();
         let thread = std::thread::Builder::new()
             .name("loadlens-watch".into())
-            .spawn(move || sampler(spec, rx, ready_tx))
+            .spawn(move || sampler(spec, rx, ready_tx, live))
             .expect("cannot start the sampler thread");
         // The thread signals (or, if it died, drops the sender) once `before` is taken.
-        let _ = ready_rx.recv();
-        Watch { stop: tx, thread }
+        let found = ready_rx.recv().unwrap_or_default();
+        Watch {
+            stop: tx,
+            thread,
+            found,
+        }
+    }
+
+    /// What was found to watch (the topology, the host's facts, set-up warnings).
+    pub fn found(&self) -> &Found {
+        &self.found
     }
 
     /// Stops sampling, takes the `after` snapshot and returns the evidence.

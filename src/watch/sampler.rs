@@ -6,20 +6,21 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::sync::mpsc::{self, RecvTimeoutError};
 use std::time::{Duration, Instant};
 
-use crate::run::{Evidence, Profile, Role, Tier, Topology};
+use crate::run::{Evidence, Profile, Role, Sample, Tier, Topology};
 use crate::sys::sockdiag::{self, Diag};
 use crate::sys::thread_cpu::ThreadCpuSample;
 
 use super::host::link_speeds;
 use super::snapshot::{all_cpu_ticks, qdiscs, ProcSnap, Reader, Snapshot};
-use super::{discover, logs, offcpu, profile, WatchSpec, MAX_SAMPLES};
+use super::{discover, logs, offcpu, profile, Found, WatchSpec, MAX_SAMPLES};
 use crate::sys::cgroup::quotas_of;
 
 /// The sampler thread: set-up, then a sample every interval until told to stop.
 pub(super) fn sampler(
     spec: WatchSpec,
     stop: mpsc::Receiver<()>,
-    ready: mpsc::Sender<()>,
+    ready: mpsc::Sender<Found>,
+    live: Option<mpsc::Sender<Sample>>,
 ) -> Evidence {
     let mut warnings = Vec::new();
     let hinted = discover::hinted(&spec.hints, &mut warnings);
@@ -125,7 +126,11 @@ pub(super) fn sampler(
         .collect();
     // Set-up (discovery) is a one-time cost; this measures the cost of sampling.
     let cpu_at_start = ThreadCpuSample::now();
-    let _ = ready.send(());
+    let _ = ready.send(Found {
+        topology: topology.clone(),
+        host: host.clone(),
+        warnings: reader.warnings.clone(),
+    });
     let start = before.at.unwrap_or_else(Instant::now);
     // The watch's start on the clock the kernel stamps context switches with.
     let origin_ns = offcpu::monotonic_ns().saturating_sub(start.elapsed().as_nanos() as u64);
@@ -143,7 +148,11 @@ pub(super) fn sampler(
         next += interval;
         let cur = reader.snapshot();
         if samples.len() < MAX_SAMPLES {
-            samples.push(reader.sample(start, &prev, &cur));
+            let sample = reader.sample(start, &prev, &cur);
+            if let Some(live) = &live {
+                let _ = live.send(sample.clone());
+            }
+            samples.push(sample);
             // Keep only what the window needs from each snapshot.
             snaps.push(Snapshot {
                 at: cur.at,
@@ -202,6 +211,7 @@ pub(super) fn sampler(
         offcpu,
         warnings: reader.warnings,
         source: None,
+        started_unix_s: None,
     }
 }
 
