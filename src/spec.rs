@@ -4,6 +4,7 @@
 //! contradict each other, a URL that cannot work, a target that refuses connections),
 //! and recorded as-is in the Run artifact so a run can be repeated from its JSON.
 
+pub mod har;
 pub mod replay;
 mod segment;
 pub mod targets;

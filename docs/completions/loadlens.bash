@@ -31,6 +31,9 @@ _loadlens() {
             loadlens,help)
                 cmd="loadlens__subcmd__help"
                 ;;
+            loadlens,import)
+                cmd="loadlens__subcmd__import"
+                ;;
             loadlens,lab)
                 cmd="loadlens__subcmd__lab"
                 ;;
@@ -67,6 +70,9 @@ _loadlens() {
             loadlens__subcmd__help,help)
                 cmd="loadlens__subcmd__help__subcmd__help"
                 ;;
+            loadlens__subcmd__help,import)
+                cmd="loadlens__subcmd__help__subcmd__import"
+                ;;
             loadlens__subcmd__help,lab)
                 cmd="loadlens__subcmd__help__subcmd__lab"
                 ;;
@@ -88,6 +94,9 @@ _loadlens() {
             loadlens__subcmd__help,watch)
                 cmd="loadlens__subcmd__help__subcmd__watch"
                 ;;
+            loadlens__subcmd__help__subcmd__import,har)
+                cmd="loadlens__subcmd__help__subcmd__import__subcmd__har"
+                ;;
             loadlens__subcmd__help__subcmd__lab,list)
                 cmd="loadlens__subcmd__help__subcmd__lab__subcmd__list"
                 ;;
@@ -96,6 +105,18 @@ _loadlens() {
                 ;;
             loadlens__subcmd__help__subcmd__lab,shell)
                 cmd="loadlens__subcmd__help__subcmd__lab__subcmd__shell"
+                ;;
+            loadlens__subcmd__import,har)
+                cmd="loadlens__subcmd__import__subcmd__har"
+                ;;
+            loadlens__subcmd__import,help)
+                cmd="loadlens__subcmd__import__subcmd__help"
+                ;;
+            loadlens__subcmd__import__subcmd__help,har)
+                cmd="loadlens__subcmd__import__subcmd__help__subcmd__har"
+                ;;
+            loadlens__subcmd__import__subcmd__help,help)
+                cmd="loadlens__subcmd__import__subcmd__help__subcmd__help"
                 ;;
             loadlens__subcmd__lab,help)
                 cmd="loadlens__subcmd__lab__subcmd__help"
@@ -128,7 +149,7 @@ _loadlens() {
 
     case "${cmd}" in
         loadlens)
-            opts="-h -V --help --version run compare merge attach sweep report explain completions watch man lab help"
+            opts="-h -V --help --version run compare merge attach sweep report import explain completions watch man lab help"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 1 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -238,7 +259,7 @@ _loadlens() {
             return 0
             ;;
         loadlens__subcmd__help)
-            opts="run compare merge attach sweep report explain completions watch man lab help"
+            opts="run compare merge attach sweep report import explain completions watch man lab help"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -310,6 +331,34 @@ _loadlens() {
         loadlens__subcmd__help__subcmd__help)
             opts=""
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 3 ]] ; then
+                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+                return 0
+            fi
+            case "${prev}" in
+                *)
+                    COMPREPLY=()
+                    ;;
+            esac
+            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+            return 0
+            ;;
+        loadlens__subcmd__help__subcmd__import)
+            opts="har"
+            if [[ ${cur} == -* || ${COMP_CWORD} -eq 3 ]] ; then
+                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+                return 0
+            fi
+            case "${prev}" in
+                *)
+                    COMPREPLY=()
+                    ;;
+            esac
+            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+            return 0
+            ;;
+        loadlens__subcmd__help__subcmd__import__subcmd__har)
+            opts=""
+            if [[ ${cur} == -* || ${COMP_CWORD} -eq 4 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
             fi
@@ -450,6 +499,84 @@ _loadlens() {
         loadlens__subcmd__help__subcmd__watch)
             opts=""
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 3 ]] ; then
+                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+                return 0
+            fi
+            case "${prev}" in
+                *)
+                    COMPREPLY=()
+                    ;;
+            esac
+            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+            return 0
+            ;;
+        loadlens__subcmd__import)
+            opts="-h -V --help --version har help"
+            if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
+                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+                return 0
+            fi
+            case "${prev}" in
+                *)
+                    COMPREPLY=()
+                    ;;
+            esac
+            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+            return 0
+            ;;
+        loadlens__subcmd__import__subcmd__har)
+            opts="-o -h -V --output --help --version"
+            if [[ ${cur} == -* || ${COMP_CWORD} -eq 3 ]] ; then
+                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+                return 0
+            fi
+            case "${prev}" in
+                --output)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                -o)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                *)
+                    COMPREPLY=()
+                    ;;
+            esac
+            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+            return 0
+            ;;
+        loadlens__subcmd__import__subcmd__help)
+            opts="har help"
+            if [[ ${cur} == -* || ${COMP_CWORD} -eq 3 ]] ; then
+                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+                return 0
+            fi
+            case "${prev}" in
+                *)
+                    COMPREPLY=()
+                    ;;
+            esac
+            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+            return 0
+            ;;
+        loadlens__subcmd__import__subcmd__help__subcmd__har)
+            opts=""
+            if [[ ${cur} == -* || ${COMP_CWORD} -eq 4 ]] ; then
+                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+                return 0
+            fi
+            case "${prev}" in
+                *)
+                    COMPREPLY=()
+                    ;;
+            esac
+            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+            return 0
+            ;;
+        loadlens__subcmd__import__subcmd__help__subcmd__help)
+            opts=""
+            if [[ ${cur} == -* || ${COMP_CWORD} -eq 4 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
             fi

@@ -5,6 +5,7 @@
 mod attach;
 mod ci;
 mod compare;
+mod import;
 mod lab;
 mod load;
 mod merge;
@@ -55,6 +56,9 @@ enum Command {
     Sweep(Box<sweep::SweepArgs>),
     /// Render a Run saved with `--json` again.
     Report(ReportArgs),
+    /// Turn a recording into a --targets file (`import har FILE`: a browser's HAR).
+    #[command(subcommand)]
+    Import(import::ImportCommand),
     /// The long explanation of a finding id (mechanism, how to confirm, fixes, sources).
     Explain {
         /// A finding id, e.g. listen-queue-overflow; `list` for all.
@@ -116,6 +120,7 @@ pub fn main() -> anyhow::Result<ExitCode> {
         Command::Run(a) => run::cmd(*a),
         Command::Report(a) => cmd_report(a),
         Command::Lab(c) => lab::cmd(c),
+        Command::Import(c) => import::cmd(c),
         Command::Compare(a) => compare::cmd(a),
         Command::Merge(a) => merge::cmd(a),
         Command::Attach(a) => attach::cmd(a),
