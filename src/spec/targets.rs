@@ -390,13 +390,15 @@ impl Requests {
                 due_us: Arc::default(),
             },
             Some(mix) => {
-                let (specs, targets): (Vec<Spec>, Vec<Target>) =
-                    mix.loaded.iter().map(|t| t.apply(spec, target)).unzip();
+                // One target's spec at a time: kept all at once, a million of them held
+                // ~1 GB before the first request was built.
                 let each = mix
                     .loaded
                     .iter()
-                    .zip(specs.iter().zip(&targets))
-                    .map(|(t, (s, tg))| RequestBytes::build(s, tg, &t.body))
+                    .map(|t| {
+                        let (s, tg) = t.apply(spec, target);
+                        RequestBytes::build(&s, &tg, &t.body)
+                    })
                     .collect();
                 let weights: Vec<u32> = mix.loaded.iter().map(|t| t.weight).collect();
                 Requests {
