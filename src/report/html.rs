@@ -239,24 +239,30 @@ fn timeline(o: &mut String, run: &Run) {
         "latency per second",
         "ms",
         XAxis::Linear("s"),
-        &[
-            Series {
-                name: "p50",
-                color: "#009e73",
-                points: ms(|s| s.p50_us),
-            },
-            Series {
-                name: "p99",
-                color: "#e69f00",
-                points: ms(|s| s.p99_us),
-            },
-            Series {
-                name: "max",
-                color: "#c0392b",
-                points: ms(|s| s.max_us),
-            },
-        ],
+        &percentile_series([ms(|s| s.p50_us), ms(|s| s.p99_us), ms(|s| s.max_us)]),
     ));
+}
+
+/// The p50, p99 and max lines of a latency chart (the seconds' and the slices'), in ms.
+pub(super) fn percentile_series(points: [Vec<(f64, f64)>; 3]) -> [Series<'static>; 3] {
+    let [p50, p99, max] = points;
+    [
+        Series {
+            name: "p50",
+            color: "#009e73",
+            points: p50,
+        },
+        Series {
+            name: "p99",
+            color: "#e69f00",
+            points: p99,
+        },
+        Series {
+            name: "max",
+            color: "#c0392b",
+            points: max,
+        },
+    ]
 }
 
 /// The latency spectrum of the whole-run histogram: (percentile, ms) on HdrHistogram's

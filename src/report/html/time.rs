@@ -164,23 +164,7 @@ pub(super) fn slices(o: &mut String, run: &Run) {
         "latency every 100 ms",
         "ms",
         XAxis::Linear("s"),
-        &[
-            Series {
-                name: "p50",
-                color: "#009e73",
-                points: ms(|x| x.p50_us),
-            },
-            Series {
-                name: "p99",
-                color: "#e69f00",
-                points: ms(|x| x.p99_us),
-            },
-            Series {
-                name: "max",
-                color: "#c0392b",
-                points: ms(|x| x.max_us),
-            },
-        ],
+        &super::percentile_series([ms(|x| x.p50_us), ms(|x| x.p99_us), ms(|x| x.max_us)]),
         &marks_to(answered),
     ));
 }
