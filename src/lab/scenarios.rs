@@ -323,16 +323,17 @@ pub fn all() -> Vec<Scenario> {
             fix: "nothing blocks the worker",
             expected_finding: "event-loop-stall",
             key: Key {
-                label: "p99.99 latency ms",
+                // Counted, not timed: every stop holds each connection's request for
+                // the rest of its 150 ms, so a run of 3 s has 2-3 stops of 20 slow
+                // responses each. The threshold sits above what a busy host adds on its
+                // own (a nice-19 loop beside the fixed worker: one 102 ms response in
+                // 1 of 5 runs; p99.99 had read it as the fault).
+                label: "responses slower than 125 ms",
                 read: |r| {
-                    r.results
-                        .latency
-                        .percentiles
-                        .iter()
-                        .find(|p| p.p == 99.99)
-                        .map(|p| p.us as f64 / 1e3)
+                    let h = r.results.latency.decode().ok()?;
+                    Some(h.count_between(125_000, h.max().max(125_000)) as f64)
                 },
-                // measured 150.7 → 2.2 ms: ÷68 on a 2-core machine.
+                // measured 40-60 → 0 over 6 runs beside a nice-19 loop (2 cores).
                 moves: Moves::Down(5.0),
             },
             build: |w, fixed| {
