@@ -96,8 +96,8 @@ complete -c loadlens -n "__fish_loadlens_using_subcommand compare" -l html -d 'W
 complete -c loadlens -n "__fish_loadlens_using_subcommand compare" -l fail-if-slower -d 'Exit 1 when a later run is significantly slower than the first by more than PCT percent: fewer requests/s, or a higher p99 (for CI). A gate: exit 3 instead, with the reason, when a Run\'s evidence cannot be trusted (a saturated client, another busy process, a missing segment)' -r
 complete -c loadlens -n "__fish_loadlens_using_subcommand compare" -s h -l help -d 'Print help (see more with \'--help\')'
 complete -c loadlens -n "__fish_loadlens_using_subcommand compare" -s V -l version -d 'Print version'
-complete -c loadlens -n "__fish_loadlens_using_subcommand merge" -l json -d 'Write the merged Run as JSON to FILE (`-` = stdout, which silences the text)' -r
-complete -c loadlens -n "__fish_loadlens_using_subcommand merge" -l html -d 'Write the merged Run as a self-contained HTML page to FILE' -r -F
+complete -c loadlens -n "__fish_loadlens_using_subcommand merge" -l json -d 'Write the Run as JSON to FILE (`-` = stdout, which silences the text)' -r
+complete -c loadlens -n "__fish_loadlens_using_subcommand merge" -l html -d 'Write the Run as a self-contained HTML page to FILE' -r -F
 complete -c loadlens -n "__fish_loadlens_using_subcommand merge" -l slo -d 'Objectives judged on the Run, comma-separated: latency percentiles, mean and max under a bound (\'p99<200ms\', \'p99.9<=1s\', \'mean<20ms\'), errors (failed and non-2xx/3xx requests) as a share or a count (\'errors<0.1%\', \'errors<10\'), \'non2xx<1%\', a rate floor (\'rps>1000\'). Exit 1 when one is broken, 3 when the evidence cannot be trusted to judge them (see EXIT STATUS)' -r
 complete -c loadlens -n "__fish_loadlens_using_subcommand merge" -l junit -d 'Write a JUnit XML report to FILE: a testcase per objective and per bottleneck finding' -r -F
 complete -c loadlens -n "__fish_loadlens_using_subcommand merge" -l summary-md -d 'Write a Markdown summary (headline numbers, objectives, findings) to FILE; also appended to $GITHUB_STEP_SUMMARY when that is set' -r -F
@@ -106,8 +106,8 @@ complete -c loadlens -n "__fish_loadlens_using_subcommand merge" -l openmetrics 
 complete -c loadlens -n "__fish_loadlens_using_subcommand merge" -l latency -d 'Print the latency percentiles and details'
 complete -c loadlens -n "__fish_loadlens_using_subcommand merge" -s h -l help -d 'Print help'
 complete -c loadlens -n "__fish_loadlens_using_subcommand merge" -s V -l version -d 'Print version'
-complete -c loadlens -n "__fish_loadlens_using_subcommand attach" -l json -d 'Write the joined Run as JSON to FILE (`-` = stdout, which silences the text)' -r
-complete -c loadlens -n "__fish_loadlens_using_subcommand attach" -l html -d 'Write the joined Run as a self-contained HTML page to FILE' -r -F
+complete -c loadlens -n "__fish_loadlens_using_subcommand attach" -l json -d 'Write the Run as JSON to FILE (`-` = stdout, which silences the text)' -r
+complete -c loadlens -n "__fish_loadlens_using_subcommand attach" -l html -d 'Write the Run as a self-contained HTML page to FILE' -r -F
 complete -c loadlens -n "__fish_loadlens_using_subcommand attach" -l slo -d 'Objectives judged on the Run, comma-separated: latency percentiles, mean and max under a bound (\'p99<200ms\', \'p99.9<=1s\', \'mean<20ms\'), errors (failed and non-2xx/3xx requests) as a share or a count (\'errors<0.1%\', \'errors<10\'), \'non2xx<1%\', a rate floor (\'rps>1000\'). Exit 1 when one is broken, 3 when the evidence cannot be trusted to judge them (see EXIT STATUS)' -r
 complete -c loadlens -n "__fish_loadlens_using_subcommand attach" -l junit -d 'Write a JUnit XML report to FILE: a testcase per objective and per bottleneck finding' -r -F
 complete -c loadlens -n "__fish_loadlens_using_subcommand attach" -l summary-md -d 'Write a Markdown summary (headline numbers, objectives, findings) to FILE; also appended to $GITHUB_STEP_SUMMARY when that is set' -r -F

@@ -9,7 +9,6 @@ use anyhow::Context;
 use clap::Args;
 
 use super::compare::read_run;
-use super::merge::Views;
 use crate::run::Evidence;
 
 #[derive(Args, Debug)]
@@ -22,27 +21,12 @@ pub struct AttachArgs {
     /// server, started before the load and ending after it.
     #[arg(value_name = "WATCH.json")]
     watch: PathBuf,
-    /// Write the joined Run as JSON to FILE (`-` = stdout, which silences the text).
-    #[arg(long, value_name = "FILE")]
-    json: Option<String>,
-    /// Write the joined Run as a self-contained HTML page to FILE.
-    #[arg(long, value_name = "FILE")]
-    html: Option<PathBuf>,
-    /// Print the latency percentiles and details.
-    #[arg(long)]
-    latency: bool,
     #[command(flatten)]
-    ci: super::ci::CiFlags,
+    out: super::merge::ViewArgs,
 }
 
 pub fn cmd(a: AttachArgs) -> anyhow::Result<ExitCode> {
-    let views = Views::new(
-        a.json.as_deref(),
-        a.html.as_deref(),
-        a.latency,
-        false,
-        &a.ci,
-    )?;
+    let views = a.out.views()?;
     let mut run = read_run(&a.run)?;
     let name = a.watch.display().to_string();
     let text = std::fs::read_to_string(&a.watch).with_context(|| format!("cannot read {name}"))?;

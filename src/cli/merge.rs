@@ -17,10 +17,17 @@ pub struct MergeArgs {
     /// Segment Runs written by `loadlens run … --segment I/N --json FILE`.
     #[arg(required = true, value_name = "RUN.json")]
     files: Vec<PathBuf>,
-    /// Write the merged Run as JSON to FILE (`-` = stdout, which silences the text).
+    #[command(flatten)]
+    out: ViewArgs,
+}
+
+/// The views of a Run made from saved parts (`merge`, `attach`).
+#[derive(Args, Debug)]
+pub(super) struct ViewArgs {
+    /// Write the Run as JSON to FILE (`-` = stdout, which silences the text).
     #[arg(long, value_name = "FILE")]
     json: Option<String>,
-    /// Write the merged Run as a self-contained HTML page to FILE.
+    /// Write the Run as a self-contained HTML page to FILE.
     #[arg(long, value_name = "FILE")]
     html: Option<PathBuf>,
     /// Print the latency percentiles and details.
@@ -28,6 +35,19 @@ pub struct MergeArgs {
     latency: bool,
     #[command(flatten)]
     ci: super::ci::CiFlags,
+}
+
+impl ViewArgs {
+    /// The views asked for, checked before anything is read.
+    pub(super) fn views(&self) -> anyhow::Result<Views> {
+        Views::new(
+            self.json.as_deref(),
+            self.html.as_deref(),
+            self.latency,
+            false,
+            &self.ci,
+        )
+    }
 }
 
 /// Where a merged Run goes: the views chosen by flag, checked before anything is read.
@@ -97,13 +117,7 @@ impl Views {
 }
 
 pub fn cmd(a: MergeArgs) -> anyhow::Result<ExitCode> {
-    let views = Views::new(
-        a.json.as_deref(),
-        a.html.as_deref(),
-        a.latency,
-        false,
-        &a.ci,
-    )?;
+    let views = a.out.views()?;
     let mut parts = Vec::new();
     for f in &a.files {
         parts.push(Part {
