@@ -76,6 +76,7 @@ pub fn trust(run: &Run) -> Trust {
     Trust {
         trusted: reasons.is_empty(),
         reasons,
+        judged_anyway: false,
     }
 }
 
@@ -118,9 +119,12 @@ fn busy_others(run: &Run) -> Option<String> {
 }
 
 /// Judges `objectives` on `run` and the trust of its evidence, keeping both in the Run.
-pub fn judge(run: &mut Run, objectives: &Objectives) {
+/// `anyway`: the objectives decide even when the evidence cannot be trusted.
+pub fn judge(run: &mut Run, objectives: &Objectives, anyway: bool) {
     run.objectives = objectives.judge(&run.results);
-    run.trust = Some(trust(run));
+    let mut t = trust(run);
+    t.judged_anyway = anyway && !t.trusted;
+    run.trust = Some(t);
 }
 
 /// What a judged Run comes to, in the order it is decided: the evidence first.
@@ -130,13 +134,18 @@ pub enum Verdict {
     Met,
     /// At least one objective broken.
     Broken,
-    /// The evidence cannot be trusted: the objectives are no verdict.
+    /// The evidence cannot be trusted: the objectives are no verdict (unless judged
+    /// anyway).
     Untrusted,
 }
 
 /// The verdict on a judged Run.
 pub fn verdict(run: &Run) -> Verdict {
-    if run.trust.as_ref().is_some_and(|t| !t.trusted) {
+    if run
+        .trust
+        .as_ref()
+        .is_some_and(|t| !t.trusted && !t.judged_anyway)
+    {
         Verdict::Untrusted
     } else if run.objectives.iter().any(|o| !o.met) {
         Verdict::Broken
@@ -272,9 +281,9 @@ mod tests {
     #[test]
     fn the_evidence_is_judged_before_the_objectives() {
         let mut run = fixture("healthy-before");
-        judge(&mut run, &Objectives::parse("p99<1us").unwrap());
+        judge(&mut run, &Objectives::parse("p99<1us").unwrap(), false);
         assert_eq!(verdict(&run), Verdict::Broken);
-        judge(&mut run, &Objectives::parse("p99<10s").unwrap());
+        judge(&mut run, &Objectives::parse("p99<10s").unwrap(), false);
         assert_eq!(verdict(&run), Verdict::Met);
         run.findings.push(Finding {
             id: "client-saturated".into(),
@@ -285,7 +294,14 @@ mod tests {
             explanation: String::new(),
             fix: String::new(),
         });
-        judge(&mut run, &Objectives::parse("p99<1us").unwrap());
+        judge(&mut run, &Objectives::parse("p99<1us").unwrap(), false);
         assert_eq!(verdict(&run), Verdict::Untrusted);
+        // Judged anyway (--judge-untrusted): the objectives decide, the doubt is kept.
+        judge(&mut run, &Objectives::parse("p99<1us").unwrap(), true);
+        assert_eq!(verdict(&run), Verdict::Broken);
+        judge(&mut run, &Objectives::parse("p99<10s").unwrap(), true);
+        assert_eq!(verdict(&run), Verdict::Met);
+        let t = run.trust.as_ref().unwrap();
+        assert!(!t.trusted && t.judged_anyway);
     }
 }

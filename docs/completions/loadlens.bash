@@ -163,7 +163,7 @@ _loadlens() {
             return 0
             ;;
         loadlens__subcmd__attach)
-            opts="-h -V --json --html --latency --slo --junit --summary-md --hdr-log --openmetrics --help --version"
+            opts="-h -V --json --html --latency --slo --judge-untrusted --junit --summary-md --hdr-log --openmetrics --help --version"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -205,7 +205,7 @@ _loadlens() {
             return 0
             ;;
         loadlens__subcmd__compare)
-            opts="-h -V --json --html --fail-if-slower --help --version"
+            opts="-h -V --json --html --fail-if-slower --judge-untrusted --help --version"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -741,7 +741,7 @@ _loadlens() {
             return 0
             ;;
         loadlens__subcmd__merge)
-            opts="-h -V --json --html --latency --slo --junit --summary-md --hdr-log --openmetrics --help --version"
+            opts="-h -V --json --html --latency --slo --judge-untrusted --junit --summary-md --hdr-log --openmetrics --help --version"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -783,7 +783,7 @@ _loadlens() {
             return 0
             ;;
         loadlens__subcmd__report)
-            opts="-h -V --latency --html --slo --junit --summary-md --hdr-log --openmetrics --help --version"
+            opts="-h -V --latency --html --slo --judge-untrusted --junit --summary-md --hdr-log --openmetrics --help --version"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -821,7 +821,7 @@ _loadlens() {
             return 0
             ;;
         loadlens__subcmd__run)
-            opts="-c -t -d -n -R -q -H -X -m -k -h -V --connections --threads --duration --requests --connreqs --rate --targets --seed --sequential --replay --speed --latency --json --flamegraph --html --quiet --repeat --pause --segment --start-at --slo --junit --summary-md --hdr-log --openmetrics --ray --clients --ray-timeout --server-node-resource --header --method --body --body-file --timeout --insecure --h2 --h1 --max-concurrent-streams --io --no-watch --watch --ssh-command --sample --server-pid --server-name --profile --profile-hz --no-offcpu --help --version"
+            opts="-c -t -d -n -R -q -H -X -m -k -h -V --connections --threads --duration --requests --connreqs --rate --targets --seed --sequential --replay --speed --latency --json --flamegraph --html --quiet --repeat --pause --segment --start-at --slo --judge-untrusted --junit --summary-md --hdr-log --openmetrics --ray --clients --ray-timeout --server-node-resource --header --method --body --body-file --timeout --insecure --h2 --h1 --max-concurrent-streams --io --no-watch --watch --ssh-command --sample --server-pid --server-name --profile --profile-hz --no-offcpu --help --version"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0

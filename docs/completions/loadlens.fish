@@ -83,6 +83,7 @@ complete -c loadlens -n "__fish_loadlens_using_subcommand run" -l profile-hz -d 
 complete -c loadlens -n "__fish_loadlens_using_subcommand run" -l sequential -d 'Send --targets in the file\'s order, round robin (weights above 0 ignored)'
 complete -c loadlens -n "__fish_loadlens_using_subcommand run" -l latency -d 'Print the latency percentiles, status codes and connection details'
 complete -c loadlens -n "__fish_loadlens_using_subcommand run" -s q -l quiet -d 'Print nothing but errors (the JSON, if asked for, is still written)'
+complete -c loadlens -n "__fish_loadlens_using_subcommand run" -l judge-untrusted -d 'Judge the objectives even when the evidence cannot be trusted (a shared runner whose other jobs the gate would refuse): exit 1 or 0 by the objectives instead of 3, with the reason still said on stderr, in the Run and in every view (its JUnit evidence testcase skipped, not an error)'
 complete -c loadlens -n "__fish_loadlens_using_subcommand run" -s k -l insecure -d 'Do not verify the server\'s TLS certificate'
 complete -c loadlens -n "__fish_loadlens_using_subcommand run" -l h2 -d 'Speak HTTP/2: with prior knowledge over cleartext http:// (h2c), by ALPN `h2` over https:// (which already prefers HTTP/2 when the server offers it)'
 complete -c loadlens -n "__fish_loadlens_using_subcommand run" -l h1 -d 'Speak HTTP/1.1 only, also over https:// to a server that offers HTTP/2'
@@ -94,6 +95,7 @@ complete -c loadlens -n "__fish_loadlens_using_subcommand run" -s V -l version -
 complete -c loadlens -n "__fish_loadlens_using_subcommand compare" -l json -d 'Also write the comparison as JSON to FILE (`-` = stdout, which silences the text)' -r
 complete -c loadlens -n "__fish_loadlens_using_subcommand compare" -l html -d 'Write the comparison as a self-contained HTML page to FILE' -r -F
 complete -c loadlens -n "__fish_loadlens_using_subcommand compare" -l fail-if-slower -d 'Exit 1 when a later run is significantly slower than the first by more than PCT percent: fewer requests/s, or a higher p99 (for CI). A gate: exit 3 instead, with the reason, when a Run\'s evidence cannot be trusted (a saturated client, another busy process, a missing segment)' -r
+complete -c loadlens -n "__fish_loadlens_using_subcommand compare" -l judge-untrusted -d 'With --fail-if-slower: judge even Runs whose evidence cannot be trusted (a shared runner), exit 1 or 0 by the comparison, the reason a warning on stderr'
 complete -c loadlens -n "__fish_loadlens_using_subcommand compare" -s h -l help -d 'Print help (see more with \'--help\')'
 complete -c loadlens -n "__fish_loadlens_using_subcommand compare" -s V -l version -d 'Print version'
 complete -c loadlens -n "__fish_loadlens_using_subcommand merge" -l json -d 'Write the Run as JSON to FILE (`-` = stdout, which silences the text)' -r
@@ -104,6 +106,7 @@ complete -c loadlens -n "__fish_loadlens_using_subcommand merge" -l summary-md -
 complete -c loadlens -n "__fish_loadlens_using_subcommand merge" -l hdr-log -d 'Write the latency as an HdrHistogram interval log to FILE: one interval per second (µs), for HistogramLogProcessor and HdrHistogram\'s plotters' -r -F
 complete -c loadlens -n "__fish_loadlens_using_subcommand merge" -l openmetrics -d 'Write the headline numbers, objectives and trust as OpenMetrics text to FILE (node_exporter\'s textfile collector, a Pushgateway)' -r -F
 complete -c loadlens -n "__fish_loadlens_using_subcommand merge" -l latency -d 'Print the latency percentiles and details'
+complete -c loadlens -n "__fish_loadlens_using_subcommand merge" -l judge-untrusted -d 'Judge the objectives even when the evidence cannot be trusted (a shared runner whose other jobs the gate would refuse): exit 1 or 0 by the objectives instead of 3, with the reason still said on stderr, in the Run and in every view (its JUnit evidence testcase skipped, not an error)'
 complete -c loadlens -n "__fish_loadlens_using_subcommand merge" -s h -l help -d 'Print help'
 complete -c loadlens -n "__fish_loadlens_using_subcommand merge" -s V -l version -d 'Print version'
 complete -c loadlens -n "__fish_loadlens_using_subcommand attach" -l json -d 'Write the Run as JSON to FILE (`-` = stdout, which silences the text)' -r
@@ -114,6 +117,7 @@ complete -c loadlens -n "__fish_loadlens_using_subcommand attach" -l summary-md 
 complete -c loadlens -n "__fish_loadlens_using_subcommand attach" -l hdr-log -d 'Write the latency as an HdrHistogram interval log to FILE: one interval per second (µs), for HistogramLogProcessor and HdrHistogram\'s plotters' -r -F
 complete -c loadlens -n "__fish_loadlens_using_subcommand attach" -l openmetrics -d 'Write the headline numbers, objectives and trust as OpenMetrics text to FILE (node_exporter\'s textfile collector, a Pushgateway)' -r -F
 complete -c loadlens -n "__fish_loadlens_using_subcommand attach" -l latency -d 'Print the latency percentiles and details'
+complete -c loadlens -n "__fish_loadlens_using_subcommand attach" -l judge-untrusted -d 'Judge the objectives even when the evidence cannot be trusted (a shared runner whose other jobs the gate would refuse): exit 1 or 0 by the objectives instead of 3, with the reason still said on stderr, in the Run and in every view (its JUnit evidence testcase skipped, not an error)'
 complete -c loadlens -n "__fish_loadlens_using_subcommand attach" -s h -l help -d 'Print help'
 complete -c loadlens -n "__fish_loadlens_using_subcommand attach" -s V -l version -d 'Print version'
 complete -c loadlens -n "__fish_loadlens_using_subcommand sweep" -s c -l connections -d 'Connections, e.g. 10,50,100' -r
@@ -161,6 +165,7 @@ complete -c loadlens -n "__fish_loadlens_using_subcommand report" -l summary-md 
 complete -c loadlens -n "__fish_loadlens_using_subcommand report" -l hdr-log -d 'Write the latency as an HdrHistogram interval log to FILE: one interval per second (µs), for HistogramLogProcessor and HdrHistogram\'s plotters' -r -F
 complete -c loadlens -n "__fish_loadlens_using_subcommand report" -l openmetrics -d 'Write the headline numbers, objectives and trust as OpenMetrics text to FILE (node_exporter\'s textfile collector, a Pushgateway)' -r -F
 complete -c loadlens -n "__fish_loadlens_using_subcommand report" -l latency -d 'Print the latency percentiles and details'
+complete -c loadlens -n "__fish_loadlens_using_subcommand report" -l judge-untrusted -d 'Judge the objectives even when the evidence cannot be trusted (a shared runner whose other jobs the gate would refuse): exit 1 or 0 by the objectives instead of 3, with the reason still said on stderr, in the Run and in every view (its JUnit evidence testcase skipped, not an error)'
 complete -c loadlens -n "__fish_loadlens_using_subcommand report" -s h -l help -d 'Print help'
 complete -c loadlens -n "__fish_loadlens_using_subcommand report" -s V -l version -d 'Print version'
 complete -c loadlens -n "__fish_loadlens_using_subcommand import; and not __fish_seen_subcommand_from har help" -s h -l help -d 'Print help'

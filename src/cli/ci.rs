@@ -29,6 +29,7 @@ pub const EXIT_STATUS: &str = "Exit status:
   3    the evidence cannot be trusted, judged before the objectives (with --slo, and
        compare --fail-if-slower): the load generator saturated, another process busy
        on the machine, a segment missing from a merged load; one line says why
+       (with --judge-untrusted the objectives decide 0 or 1, the reason a warning)
   130  interrupted by SIGINT (Ctrl-C), 143 by SIGTERM: the numbers until then are
        reported, nothing is judged";
 
@@ -44,6 +45,12 @@ pub struct CiFlags {
     /// evidence cannot be trusted to judge them (see EXIT STATUS).
     #[arg(long, value_parser = Objectives::parse, value_name = "OBJECTIVES")]
     pub slo: Option<Objectives>,
+    /// Judge the objectives even when the evidence cannot be trusted (a shared runner
+    /// whose other jobs the gate would refuse): exit 1 or 0 by the objectives instead
+    /// of 3, with the reason still said on stderr, in the Run and in every view (its
+    /// JUnit evidence testcase skipped, not an error).
+    #[arg(long = "judge-untrusted", requires = "slo")]
+    pub judge_untrusted: bool,
     /// Write a JUnit XML report to FILE: a testcase per objective and per bottleneck
     /// finding.
     #[arg(long, value_name = "FILE")]
@@ -108,7 +115,7 @@ impl CiFlags {
     /// views are written). Nothing without `--slo`.
     pub fn judge(&self, run: &mut Run) {
         if let Some(o) = &self.slo {
-            gate::judge(run, o);
+            gate::judge(run, o, self.judge_untrusted);
         }
     }
 
@@ -131,7 +138,14 @@ impl CiFlags {
         if let Some(sig) = &run.interrupted {
             return Ok(ExitCode::from(if sig == "SIGTERM" { 143 } else { 130 }));
         }
-        Ok(match gate::verdict(run) {
+        let verdict = gate::verdict(run);
+        if verdict != Verdict::Untrusted {
+            // Judged anyway: the doubt is still said, first.
+            if let Some(line) = objectives::untrusted_line(run) {
+                eprintln!("loadlens: warning: {line}");
+            }
+        }
+        Ok(match verdict {
             Verdict::Untrusted => {
                 eprintln!(
                     "loadlens: {}",

@@ -29,6 +29,10 @@ pub struct CompareArgs {
     /// another busy process, a missing segment).
     #[arg(long, value_name = "PCT")]
     fail_if_slower: Option<f64>,
+    /// With --fail-if-slower: judge even Runs whose evidence cannot be trusted (a
+    /// shared runner), exit 1 or 0 by the comparison, the reason a warning on stderr.
+    #[arg(long = "judge-untrusted", requires = "fail_if_slower")]
+    judge_untrusted: bool,
 }
 
 /// Reads a saved Run, naming the file in every error. A Run saved without its
@@ -73,7 +77,12 @@ pub fn cmd(a: CompareArgs) -> anyhow::Result<ExitCode> {
                 (!t.trusted).then(|| format!("{name}: {}", t.why()))
             })
             .collect();
-        if !refused.is_empty() {
+        if !refused.is_empty() && a.judge_untrusted {
+            eprintln!(
+                "loadlens: warning: evidence cannot be trusted, judged anyway (--judge-untrusted): {}",
+                refused.join("; ")
+            );
+        } else if !refused.is_empty() {
             eprintln!(
                 "loadlens: evidence cannot be trusted, no verdict: {}",
                 refused.join("; ")

@@ -67,6 +67,10 @@ fn cases(run: &Run) -> Vec<Case> {
             class: "loadlens.evidence",
             name: "evidence can be trusted".into(),
             outcome: match untrusted {
+                Some(t) if t.judged_anyway => Outcome::Skipped(format!(
+                    "evidence cannot be trusted, objectives judged anyway: {}",
+                    t.why()
+                )),
                 Some(_) => Outcome::Fail(
                     "error",
                     "untrusted",
@@ -87,7 +91,7 @@ fn cases(run: &Run) -> Vec<Case> {
         out.push(Case {
             class: "loadlens.objectives",
             name: o.objective.clone(),
-            outcome: if untrusted.is_some() {
+            outcome: if untrusted.is_some_and(|t| !t.judged_anyway) {
                 Outcome::Skipped(format!(
                     "not judged: evidence cannot be trusted ({message})"
                 ))

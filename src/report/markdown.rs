@@ -5,7 +5,7 @@
 
 use std::fmt::Write as _;
 
-use super::objectives::{result, trusted, untrusted_line};
+use super::objectives::{judged, result, trusted, untrusted_line};
 use super::View;
 use crate::run::{Kind, Run};
 use crate::units::{fmt_bytes, fmt_us};
@@ -42,10 +42,14 @@ pub fn escape(s: &str) -> String {
 pub fn summary(run: &Run) -> String {
     let r = &run.results;
     let mut o = String::new();
-    let verdict = if !trusted(run) {
+    let verdict = if !judged(run) {
         "evidence cannot be trusted"
     } else if run.objectives.is_empty() {
         "no objectives"
+    } else if !trusted(run) && run.objectives.iter().all(|x| x.met) {
+        "objectives met, evidence untrusted"
+    } else if !trusted(run) {
+        "objectives broken, evidence untrusted"
     } else if run.objectives.iter().all(|x| x.met) {
         "objectives met"
     } else {

@@ -6,9 +6,10 @@ use std::fmt::Write as _;
 
 use crate::run::{ObjectiveResult, Run};
 
-/// `met`, `BROKEN`, or `not judged` when the evidence cannot be trusted.
+/// `met`, `BROKEN`, or `not judged` when the evidence cannot be trusted (and was not
+/// judged anyway).
 pub fn result(run: &Run, o: &ObjectiveResult) -> &'static str {
-    if !trusted(run) {
+    if !judged(run) {
         "not judged"
     } else if o.met {
         "met"
@@ -22,13 +23,27 @@ pub fn trusted(run: &Run) -> bool {
     run.trust.as_ref().is_none_or(|t| t.trusted)
 }
 
-/// The one line a Run refused by the gate gets.
+/// Whether the objectives are a verdict: the evidence trusted, or judged anyway.
+pub fn judged(run: &Run) -> bool {
+    run.trust
+        .as_ref()
+        .is_none_or(|t| t.trusted || t.judged_anyway)
+}
+
+/// The one line a Run whose evidence the gate doubts gets.
 pub fn untrusted_line(run: &Run) -> Option<String> {
     let t = run.trust.as_ref().filter(|t| !t.trusted)?;
-    Some(format!(
-        "evidence cannot be trusted, objectives not judged: {}",
-        t.why()
-    ))
+    Some(if t.judged_anyway {
+        format!(
+            "evidence cannot be trusted, objectives judged anyway (--judge-untrusted): {}",
+            t.why()
+        )
+    } else {
+        format!(
+            "evidence cannot be trusted, objectives not judged: {}",
+            t.why()
+        )
+    })
 }
 
 /// The block, empty when no objective was given.

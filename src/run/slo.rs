@@ -66,6 +66,11 @@ pub struct Trust {
     pub trusted: bool,
     /// Why not, one line each (empty when trusted).
     pub reasons: Vec<String>,
+    /// The objectives were judged though the evidence could not be trusted
+    /// (`--judge-untrusted`, for a shared runner): the verdict is the objectives', the
+    /// doubt is said beside it.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub judged_anyway: bool,
 }
 
 impl Trust {
