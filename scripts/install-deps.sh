@@ -40,6 +40,9 @@ if [ "$what" = bench ]; then
   want wrk wrk
   want ab apache2-utils
   want h2load nghttp2-client
+  # bench/vs-peers compiles its floor client (bench/floor.c) against liburing.
+  want gcc gcc
+  [ -f /usr/include/liburing.h ] || need+=(liburing-dev)
 fi
 
 if [ ${#need[@]} -gt 0 ]; then

@@ -162,3 +162,49 @@ fn bodies_changing_size_on_one_connection_are_counted_to_the_byte() {
     }
     assert_eq!(u(&run, "results.connections_opened"), 3);
 }
+
+/// Large bodies are received head first per target: in a mix of a small and a large
+/// target on the same connections, a small response does not turn the large target's
+/// next responses back to a multishot receive that copies them whole (it did when the
+/// choice was one flag for the run), and the multishot receive a small response leaves
+/// armed is stopped before a large one. Every byte is counted against nginx's log.
+#[test]
+fn a_mix_of_small_and_large_targets_is_received_head_first_per_target() {
+    let ng = Nginx::start("", "");
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("targets.jsonl");
+    std::fs::write(
+        &file,
+        "{\"url\": \"/1k.txt\", \"weight\": 1}\n{\"url\": \"/91k.bin\", \"weight\": 2}\n",
+    )
+    .unwrap();
+    let file = file.display().to_string();
+    let url = ng.url("/");
+    let run = run_json(&[
+        "-n",
+        "1200",
+        "-c",
+        "4",
+        "-t",
+        "1",
+        "--seed",
+        "7",
+        "--targets",
+        &file,
+        &url,
+    ]);
+    let log = ng.log();
+    ran_on_io_uring(&run);
+    assert_eq!(u(&run, "results.responses"), 1200);
+    assert_eq!(log.len(), 1200);
+    let big = log.iter().filter(|l| l.bytes_sent > 90_000).count();
+    assert!(big > 600 && big < 1000, "sizes mixed: {big} large of 1200");
+    assert_eq!(
+        u(&run, "results.bytes_read"),
+        log.iter().map(|l| l.bytes_sent).sum::<u64>()
+    );
+    for e in ["connect", "read", "write", "timeout", "parse", "reset"] {
+        assert_eq!(u(&run, &format!("results.errors.{e}")), 0, "{e} errors");
+    }
+    assert_eq!(u(&run, "results.connections_opened"), 4);
+}

@@ -94,6 +94,8 @@ struct Slot {
     gen: u32,
     /// A receive is armed on the socket: multishot, or a head's one-shot (`HEAD`).
     recv: bool,
+    /// The receive armed is the multishot one.
+    multishot: bool,
     /// Bytes of an incomplete head or chunk line carried to the next completion.
     carry: Vec<u8>,
     /// Where a discard of a body's rest stands.
@@ -102,8 +104,9 @@ struct Slot {
     connecting: bool,
     /// The slot is in `Uring::discards`.
     discard_queued: bool,
-    /// The body of the response in flight is being, or was, discarded unread.
-    discarded: bool,
+    /// The response in flight has a body large enough to discard (`DISCARD_MIN` still
+    /// to come after a receive): its rest is being, or was, discarded unread.
+    large: bool,
     /// The one-shot receives' message (discard or head), made on first use.
     oneshot: Option<Box<OneShot>>,
 }
@@ -121,10 +124,12 @@ struct Uring<'a> {
     deferred: bool,
     /// Slots inside a large body: at the next wait, the rest is discarded unread.
     discards: Vec<usize>,
-    /// The last response completed had its body discarded: the next responses are
-    /// received head first (`recv.rs`), so a large body is not copied before its head
-    /// is seen.
-    head_first: bool,
+    /// Per target (`Requests::each`): its last response had a large body, so its next
+    /// requests are received head first (`recv.rs`) and a large body is not copied
+    /// before its head is seen. Per target, not per run: one small response (a
+    /// connection's first, copied whole by a multishot receive armed before anything
+    /// was known) must not turn every connection back to copying.
+    large: Vec<bool>,
     addr: Box<libc::sockaddr_storage>,
     addr_len: libc::socklen_t,
     domain: i32,
@@ -175,7 +180,7 @@ pub fn run(w: &Worker<Plain>) -> io::Result<ThreadStats> {
         armed: 0,
         deferred,
         discards: Vec::new(),
-        head_first: false,
+        large: vec![false; w.request.each.len()],
         addr,
         addr_len,
         domain: if w.addr.is_ipv4() {
@@ -473,7 +478,14 @@ impl Uring<'_> {
             .user_data(user_data(i, self.slots[i].gen, SEND));
         c.written = req.len();
         c.phase = Phase::Reading;
-        self.slots[i].discarded = false;
+        let slot = &mut self.slots[i];
+        slot.large = false;
+        if slot.recv && slot.multishot && self.large[c.target as usize] {
+            // A multishot receive left armed from a response that was copied whole
+            // (a connection's first): stopped, so that this response comes head first.
+            // When its last completion comes, the head's receive is armed (`rearm`).
+            self.stop_multishot(i);
+        }
         self.queued.push(i);
         self.push(sqe);
         self.arm_recv(i);

@@ -3,10 +3,11 @@
 //!
 //! A connection's bytes come in one of three ways:
 //! - a multishot `recvmsg`, armed once, that copies whatever arrives (small responses);
-//! - once a response's body has been discarded, the next responses come head first: a
-//!   one-shot `recvmsg` of at most `HEAD_LEN` bytes, so that a large body is not copied
-//!   before its head says how long it is (a multishot receive copies all that is queued,
-//!   a whole 91 KiB response, before the loop sees its head);
+//! - once a response to a target had a body large enough to discard, the next responses
+//!   to that target come head first: a one-shot `recvmsg` of at most `HEAD_LEN` bytes,
+//!   so that a large body is not copied before its head says how long it is (a multishot
+//!   receive copies all that is queued, a whole 91 KiB response, before the loop sees
+//!   its head);
 //! - a discard of a Content-Length body's rest (`MSG_TRUNC`): counted, never copied.
 
 use std::io;
@@ -218,6 +219,7 @@ impl Uring<'_> {
                     && c.parser.body_remaining().is_some_and(|r| r >= DISCARD_MIN)
                 {
                     slot.discard_queued = true;
+                    slot.large = true;
                     self.discards.push(i);
                 }
                 Next::Wait
@@ -226,7 +228,7 @@ impl Uring<'_> {
     }
 
     /// Arms slot `i`'s receive, unless one is armed or a discard is under way: head
-    /// first at the start of a response when the last body was discarded, else
+    /// first at the start of a response to a target whose last body was large, else
     /// multishot.
     pub(super) fn arm_recv(&mut self, i: usize) {
         let slot = &mut self.slots[i];
@@ -239,7 +241,9 @@ impl Uring<'_> {
         slot.recv = true;
         self.armed += 1;
         let c = &self.conns[i];
-        let sqe = if self.head_first && c.pending == 0 && c.parser.is_idle() {
+        let head = self.large[c.target as usize] && c.pending == 0 && c.parser.is_idle();
+        slot.multishot = !head;
+        let sqe = if head {
             let m = slot.oneshot.get_or_insert_with(OneShot::new);
             m.set_len(HEAD_LEN);
             opcode::RecvMsg::new(types::Fd(fd), &mut m.hdr)
@@ -274,6 +278,14 @@ impl Uring<'_> {
             self.discard_rest(i);
             return;
         }
+        self.stop_multishot(i);
+    }
+
+    /// Asks slot `i`'s multishot receive to stop; its last completion then calls
+    /// `discard_rest` (which discards a large body's rest, if any) and arms the next
+    /// receive. Nothing else is armed on the slot meanwhile (`Discarding::Stopping`).
+    pub(super) fn stop_multishot(&mut self, i: usize) {
+        let slot = &mut self.slots[i];
         slot.discarding = Discarding::Stopping;
         let stop = opcode::AsyncCancel::new(user_data(i, slot.gen, RECV))
             .build()
@@ -295,7 +307,7 @@ impl Uring<'_> {
             return;
         }
         slot.discarding = Discarding::Active;
-        slot.discarded = true;
+        slot.large = true;
         let d = slot.oneshot.get_or_insert_with(OneShot::new);
         d.set_len(rest.min(1 << 30) as usize);
         let sqe = opcode::RecvMsg::new(types::Fd(fd), &mut d.hdr)
@@ -332,7 +344,8 @@ impl Uring<'_> {
     /// Slot `i`'s response is complete, its last bytes in at `at`, with `left` bytes
     /// after it: how long it waited to be handled (`held`), then the shared handling.
     fn responded(&mut self, i: usize, done: Complete, left: usize, at: Instant) -> Next {
-        self.head_first = self.slots[i].discarded;
+        let target = self.conns[i].target as usize;
+        self.large[target] = self.slots[i].large;
         if left == 0 {
             let held = us_between(at, self.clock.0);
             self.lp.stats.phases.held.saturating_record(held);

@@ -1,0 +1,487 @@
+/*
+ * floor: the least a client can do per HTTP/1.1 response, to measure loadlens against
+ * (bench/vs-peers compiles it with gcc -O2 at bench time; nothing built is kept).
+ *
+ * One thread, C connections, one request in flight on each, io_uring (liburing) with
+ * batched waits: one io_uring_enter per loop submits everything queued and waits for a
+ * quarter of the connections' completions (at most 1 ms), as loadlens does. No clock
+ * read per response, no latency, no timestamps: only what every client must do.
+ *
+ *   keep-alive, small body (default): a multishot receive armed once per connection
+ *     into a ring of provided buffers; per response one send (no completion unless it
+ *     fails) and one or more receive completions, the head found and its Content-Length
+ *     read, the body counted past.
+ *   keep-alive, large body (-t): per response a send, a one-shot receive of at most
+ *     HEAD bytes (-h, 4096) into the connection's own buffer, then a receive with
+ *     MSG_TRUNC of the rest of the Content-Length body (another if it ends short):
+ *     discarded unread by the kernel, counted by its length.
+ *   N requests per connection (-r N): socket(), then connect, send and the multishot
+ *     receive linked in one submission (connect and send post no completion when they
+ *     succeed); the last request says `Connection: close`, the server closes first, the
+ *     receive's end of stream is the cue to close through the ring and open again.
+ *
+ * Every response is counted exactly: its head must begin `HTTP/1.1 200 ` (else it is
+ * counted as not OK) and carry Content-Length; a response still incomplete when the time
+ * is up is not counted. Output, one line on stdout:
+ *   responses N ok N bytes B errors E seconds S
+ * (bytes: heads plus Content-Length bodies). Exit 1 on a set-up error.
+ *
+ * Usage: floor -p PORT -u PATH [-a 127.0.0.1] [-c 50] [-d 4] [-r N] [-t] [-h 4096]
+ */
+#define _GNU_SOURCE
+#include <arpa/inet.h>
+#include <errno.h>
+#include <liburing.h>
+#include <netinet/in.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+#include <sys/mman.h>
+#include <sys/socket.h>
+#include <time.h>
+#include <unistd.h>
+
+enum { OP_CONNECT = 1, OP_SEND, OP_RECV, OP_HEAD, OP_TRUNC, OP_CLOSE };
+
+#define HEAD_MAX 8192
+#define BUF_SIZE 65536
+#define IGNORED UINT64_MAX
+
+struct conn {
+	int fd;
+	uint32_t gen;
+	uint32_t sent;      /* requests sent on this connection */
+	int last;           /* the request in flight is the connection's last */
+	int recv_armed;     /* a multishot receive is armed */
+	int draining;       /* the last response is in: waiting for the server's FIN */
+	uint64_t remaining; /* body bytes still to come; 0 = in a head */
+	int in_body;
+	int ok;             /* the response in flight is a 200 */
+	uint64_t head_len;  /* the response's head length, for the byte count */
+	uint32_t have;      /* bytes of an incomplete head in buf */
+	char *buf;          /* HEAD_MAX bytes: an incomplete head (or -t: each head) */
+};
+
+static struct io_uring ring;
+static struct conn *conns;
+static int nconns;
+static struct sockaddr_in addr;
+static char req_keep[1024], req_last[1024];
+static int len_keep, len_last;
+static uint32_t per_conn; /* requests per connection, 0 = keep-alive */
+static int trunc_mode;
+static uint32_t head_read = 4096;
+static struct io_uring_buf_ring *br;
+static char *bufs;
+static unsigned nbufs, recycled;
+static uint64_t responses, ok, bytes, errors;
+static int stopping;
+
+static uint64_t ud(int i, int op)
+{
+	return ((uint64_t)i << 32) | ((uint64_t)(conns[i].gen & 0xffffff) << 8) | (uint64_t)op;
+}
+
+static struct io_uring_sqe *sqe(void)
+{
+	struct io_uring_sqe *s;
+	while (!(s = io_uring_get_sqe(&ring)))
+		io_uring_submit(&ring);
+	return s;
+}
+
+static void arm_recv(int i)
+{
+	struct io_uring_sqe *s = sqe();
+	io_uring_prep_recv_multishot(s, conns[i].fd, NULL, 0, 0);
+	s->flags |= IOSQE_BUFFER_SELECT;
+	s->buf_group = 0;
+	io_uring_sqe_set_data64(s, ud(i, OP_RECV));
+	conns[i].recv_armed = 1;
+}
+
+static void recv_head(int i)
+{
+	struct conn *c = &conns[i];
+	struct io_uring_sqe *s = sqe();
+	io_uring_prep_recv(s, c->fd, c->buf + c->have, head_read - c->have, 0);
+	io_uring_sqe_set_data64(s, ud(i, OP_HEAD));
+}
+
+/*
+ * The rest of the body, discarded unread. Without MSG_WAITALL: with it (io_uring retries a
+ * short receive itself), connections stalled here for ~1 ms at a time and the throughput
+ * fell to a third (Linux 6.18); a short discard is simply followed by another.
+ */
+static void discard(int i)
+{
+	struct io_uring_sqe *s = sqe();
+	uint64_t n = conns[i].remaining;
+	io_uring_prep_recv(s, conns[i].fd, NULL, n > (1u << 30) ? (1u << 30) : n, MSG_TRUNC);
+	io_uring_sqe_set_data64(s, ud(i, OP_TRUNC));
+}
+
+/* Queues the next request (and, with -t, its head's receive). */
+static void send_request(int i, unsigned link_flags)
+{
+	struct conn *c = &conns[i];
+	c->sent++;
+	c->last = per_conn && c->sent >= per_conn;
+	struct io_uring_sqe *s = sqe();
+	io_uring_prep_send(s, c->fd, c->last ? req_last : req_keep, c->last ? len_last : len_keep,
+			   MSG_NOSIGNAL | MSG_WAITALL);
+	s->flags |= IOSQE_CQE_SKIP_SUCCESS | link_flags;
+	io_uring_sqe_set_data64(s, ud(i, OP_SEND));
+	if (trunc_mode)
+		recv_head(i);
+}
+
+static void open_conn(int i)
+{
+	struct conn *c = &conns[i];
+	c->fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+	if (c->fd < 0) {
+		perror("socket");
+		exit(1);
+	}
+	c->gen++;
+	c->sent = 0;
+	c->in_body = 0;
+	c->have = 0;
+	c->draining = 0;
+	c->recv_armed = 0;
+	/* connect → send → receive, linked: one submission, no completion for the first two. */
+	struct io_uring_sqe *s = sqe();
+	io_uring_prep_connect(s, c->fd, (struct sockaddr *)&addr, sizeof addr);
+	s->flags |= IOSQE_IO_LINK | IOSQE_CQE_SKIP_SUCCESS;
+	io_uring_sqe_set_data64(s, ud(i, OP_CONNECT));
+	send_request(i, IOSQE_IO_LINK);
+	if (!trunc_mode)
+		arm_recv(i);
+}
+
+static void close_conn(int i)
+{
+	struct conn *c = &conns[i];
+	if (c->fd < 0)
+		return;
+	if (c->recv_armed || trunc_mode) {
+		struct io_uring_sqe *s = sqe();
+		io_uring_prep_cancel_fd(s, c->fd, IORING_ASYNC_CANCEL_ALL);
+		/* Hard link: the close follows even when there was nothing to cancel. */
+		s->flags |= IOSQE_IO_HARDLINK | IOSQE_CQE_SKIP_SUCCESS;
+		io_uring_sqe_set_data64(s, IGNORED);
+	}
+	struct io_uring_sqe *s = sqe();
+	io_uring_prep_close(s, c->fd);
+	s->flags |= IOSQE_CQE_SKIP_SUCCESS;
+	io_uring_sqe_set_data64(s, IGNORED);
+	c->fd = -1;
+	c->gen++;
+	c->recv_armed = 0;
+}
+
+static void failed(int i)
+{
+	errors++;
+	close_conn(i);
+	if (!stopping)
+		open_conn(i);
+}
+
+/* A response is complete: count it, then the next request (or wait for the FIN). */
+static void done(int i)
+{
+	struct conn *c = &conns[i];
+	responses++;
+	ok += c->ok;
+	bytes += c->head_len;
+	c->in_body = 0;
+	if (c->last) {
+		c->draining = 1;
+		return;
+	}
+	send_request(i, 0);
+}
+
+/* The head in h[0..len) (ending in CRLF CRLF): status and Content-Length. */
+static int parse_head(int i, const char *h, size_t len)
+{
+	struct conn *c = &conns[i];
+	if (len < 13 || memcmp(h, "HTTP/1.", 7) != 0)
+		return -1;
+	c->ok = memcmp(h + 8, " 200 ", 5) == 0;
+	const char *p = h, *end = h + len;
+	for (;;) {
+		p = memchr(p, '\n', end - p);
+		if (!p || end - p < 16)
+			return -1;
+		p++;
+		if (strncasecmp(p, "content-length:", 15) == 0) {
+			c->remaining = strtoull(p + 15, NULL, 10);
+			c->head_len = len + c->remaining;
+			return 0;
+		}
+	}
+}
+
+/* Bytes of the stream in p[0..n), small-body mode. */
+static void feed(int i, const char *p, size_t n)
+{
+	struct conn *c = &conns[i];
+	while (n > 0) {
+		if (c->draining) {
+			return; /* bytes after the last response: ignored, the FIN is next */
+		}
+		if (c->in_body) {
+			uint64_t take = c->remaining < n ? c->remaining : n;
+			c->remaining -= take;
+			p += take;
+			n -= take;
+			if (c->remaining == 0)
+				done(i);
+			continue;
+		}
+		const char *e;
+		size_t used;
+		if (c->have == 0 && (e = memmem(p, n, "\r\n\r\n", 4))) {
+			used = e + 4 - p;
+			if (parse_head(i, p, used) < 0) {
+				failed(i);
+				return;
+			}
+		} else {
+			size_t old = c->have;
+			size_t take = n < HEAD_MAX - old ? n : HEAD_MAX - old;
+			memcpy(c->buf + old, p, take);
+			c->have += take;
+			size_t from = old >= 3 ? old - 3 : 0;
+			e = memmem(c->buf + from, c->have - from, "\r\n\r\n", 4);
+			if (!e) {
+				if (c->have == HEAD_MAX)
+					failed(i);
+				return;
+			}
+			used = e + 4 - c->buf - old;
+			if (parse_head(i, c->buf, e + 4 - c->buf) < 0) {
+				failed(i);
+				return;
+			}
+			c->have = 0;
+		}
+		p += used;
+		n -= used;
+		c->in_body = 1;
+		if (c->remaining == 0)
+			done(i);
+	}
+}
+
+/* -t: a head's receive brought n more bytes into c->buf. */
+static void head_in(int i, size_t n)
+{
+	struct conn *c = &conns[i];
+	c->have += n;
+	const char *e = memmem(c->buf, c->have, "\r\n\r\n", 4);
+	if (!e) {
+		if (c->have >= head_read) {
+			failed(i);
+			return;
+		}
+		recv_head(i);
+		return;
+	}
+	size_t hl = e + 4 - c->buf;
+	if (parse_head(i, c->buf, hl) < 0 || c->have - hl > c->remaining) {
+		failed(i);
+		return;
+	}
+	c->remaining -= c->have - hl;
+	c->have = 0;
+	c->in_body = 1;
+	if (c->remaining == 0)
+		done(i);
+	else
+		discard(i);
+}
+
+static void complete(struct io_uring_cqe *cqe)
+{
+	uint64_t d = io_uring_cqe_get_data64(cqe);
+	int res = cqe->res;
+	if (cqe->flags & IORING_CQE_F_BUFFER) {
+		unsigned bid = cqe->flags >> IORING_CQE_BUFFER_SHIFT;
+		if (res > 0 && d != IGNORED) {
+			int i = d >> 32;
+			if (conns[i].fd >= 0 && (conns[i].gen & 0xffffff) == ((d >> 8) & 0xffffff))
+				feed(i, bufs + (size_t)bid * BUF_SIZE, res);
+		}
+		io_uring_buf_ring_add(br, bufs + (size_t)bid * BUF_SIZE, BUF_SIZE, bid,
+				      io_uring_buf_ring_mask(nbufs), recycled++);
+		if (!(cqe->flags & IORING_CQE_F_MORE) && d != IGNORED) {
+			int i = d >> 32;
+			if (conns[i].fd >= 0 && (conns[i].gen & 0xffffff) == ((d >> 8) & 0xffffff)) {
+				conns[i].recv_armed = 0;
+				arm_recv(i);
+			}
+		}
+		return;
+	}
+	if (d == IGNORED)
+		return;
+	int i = d >> 32, op = d & 0xff;
+	struct conn *c = &conns[i];
+	if (c->fd < 0 || (c->gen & 0xffffff) != ((d >> 8) & 0xffffff))
+		return; /* a connection since closed */
+	switch (op) {
+	case OP_RECV:
+		if (res == 0 && c->draining) {
+			c->recv_armed = 0;
+			close_conn(i);
+			if (!stopping)
+				open_conn(i);
+		} else if (res == -ENOBUFS) {
+			c->recv_armed = 0;
+			arm_recv(i);
+		} else {
+			failed(i);
+		}
+		break;
+	case OP_HEAD:
+		if (res > 0)
+			head_in(i, res);
+		else
+			failed(i);
+		break;
+	case OP_TRUNC:
+		if (res <= 0) {
+			failed(i);
+		} else {
+			c->remaining -= res;
+			if (c->remaining == 0)
+				done(i);
+			else
+				discard(i); /* the receive ended early: discard the rest */
+		}
+		break;
+	default: /* a failed connect or send (the linked operations after it are cancelled) */
+		failed(i);
+	}
+}
+
+static double now_s(void)
+{
+	struct timespec t;
+	clock_gettime(CLOCK_MONOTONIC, &t);
+	return t.tv_sec + t.tv_nsec * 1e-9;
+}
+
+int main(int argc, char **argv)
+{
+	const char *host = "127.0.0.1", *path = NULL;
+	int port = 0, opt;
+	double duration = 4;
+	nconns = 50;
+	while ((opt = getopt(argc, argv, "a:p:u:c:d:r:th:")) != -1) {
+		switch (opt) {
+		case 'a': host = optarg; break;
+		case 'p': port = atoi(optarg); break;
+		case 'u': path = optarg; break;
+		case 'c': nconns = atoi(optarg); break;
+		case 'd': duration = atof(optarg); break;
+		case 'r': per_conn = atoi(optarg); break;
+		case 't': trunc_mode = 1; break;
+		case 'h': head_read = atoi(optarg); break;
+		default:
+			fprintf(stderr, "usage: floor -p PORT -u PATH [-a ADDR] [-c CONNS] [-d SECS] "
+					"[-r REQS_PER_CONN] [-t] [-h HEAD_READ]\n");
+			return 2;
+		}
+	}
+	if (!port || !path || nconns < 1 || head_read < 64 || head_read > HEAD_MAX ||
+	    (trunc_mode && per_conn)) {
+		fprintf(stderr, "floor: needs -p and -u; -t is for keep-alive only\n");
+		return 2;
+	}
+	addr.sin_family = AF_INET;
+	addr.sin_port = htons(port);
+	if (inet_pton(AF_INET, host, &addr.sin_addr) != 1) {
+		fprintf(stderr, "floor: not an IPv4 address: %s\n", host);
+		return 2;
+	}
+	len_keep = snprintf(req_keep, sizeof req_keep, "GET %s HTTP/1.1\r\nHost: %s:%d\r\n\r\n",
+			    path, host, port);
+	len_last = snprintf(req_last, sizeof req_last,
+			    "GET %s HTTP/1.1\r\nHost: %s:%d\r\nConnection: close\r\n\r\n", path,
+			    host, port);
+
+	/* As loadlens: completions run only when this thread waits (Linux ≥ 6.1). */
+	unsigned entries = 64;
+	while (entries < 4u * nconns)
+		entries *= 2;
+	struct io_uring_params p = {0};
+	p.flags = IORING_SETUP_SINGLE_ISSUER | IORING_SETUP_DEFER_TASKRUN | IORING_SETUP_SUBMIT_ALL |
+		  IORING_SETUP_CQSIZE;
+	p.cq_entries = entries * 4;
+	int r = io_uring_queue_init_params(entries, &ring, &p);
+	if (r < 0) {
+		fprintf(stderr, "floor: io_uring: %s\n", strerror(-r));
+		return 1;
+	}
+	io_uring_register_ring_fd(&ring);
+
+	nbufs = 16;
+	while (nbufs < (unsigned)nconns && nbufs < 256)
+		nbufs *= 2;
+	br = mmap(NULL, nbufs * sizeof(struct io_uring_buf), PROT_READ | PROT_WRITE,
+		  MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+	bufs = mmap(NULL, (size_t)nbufs * BUF_SIZE, PROT_READ | PROT_WRITE,
+		    MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+	if (br == MAP_FAILED || bufs == MAP_FAILED) {
+		perror("mmap");
+		return 1;
+	}
+	struct io_uring_buf_reg reg = {.ring_addr = (uint64_t)br, .ring_entries = nbufs, .bgid = 0};
+	if ((r = io_uring_register_buf_ring(&ring, &reg, 0)) < 0) {
+		fprintf(stderr, "floor: provided buffers: %s\n", strerror(-r));
+		return 1;
+	}
+	io_uring_buf_ring_init(br);
+	for (unsigned b = 0; b < nbufs; b++)
+		io_uring_buf_ring_add(br, bufs + (size_t)b * BUF_SIZE, BUF_SIZE, b,
+				      io_uring_buf_ring_mask(nbufs), b);
+	io_uring_buf_ring_advance(br, nbufs);
+
+	conns = calloc(nconns, sizeof *conns);
+	for (int i = 0; i < nconns; i++) {
+		conns[i].fd = -1;
+		conns[i].buf = malloc(HEAD_MAX);
+		open_conn(i);
+	}
+
+	unsigned want = nconns / 4 ? nconns / 4 : 1;
+	double start = now_s(), deadline = start + duration, t;
+	while ((t = now_s()) < deadline) {
+		double left = deadline - t;
+		struct __kernel_timespec ts = {0, left < 1e-3 ? (long long)(left * 1e9) : 1000000};
+		struct io_uring_cqe *cqe;
+		io_uring_submit_and_wait_timeout(&ring, &cqe, want, &ts, NULL);
+		unsigned head, seen = 0;
+		recycled = 0;
+		io_uring_for_each_cqe(&ring, head, cqe) {
+			complete(cqe);
+			seen++;
+		}
+		io_uring_cq_advance(&ring, seen);
+		if (recycled)
+			io_uring_buf_ring_advance(br, recycled);
+	}
+	double secs = now_s() - start;
+	stopping = 1;
+	printf("responses %llu ok %llu bytes %llu errors %llu seconds %.6f\n",
+	       (unsigned long long)responses, (unsigned long long)ok, (unsigned long long)bytes,
+	       (unsigned long long)errors, secs);
+	return 0;
+}
