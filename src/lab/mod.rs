@@ -13,6 +13,8 @@ pub mod testbed;
 pub mod time_scenarios;
 pub mod world;
 
+pub use scenarios::BUSY_LOOP;
+
 use std::fmt::Write as _;
 use std::path::Path;
 use std::process::Command;

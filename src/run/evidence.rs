@@ -325,6 +325,13 @@ pub struct OtherProcess {
     pub sched_idle: bool,
 }
 
+impl OtherProcess {
+    /// The least CPU (percent of one core) a process needs over the window to be listed.
+    pub const MIN_PCT: f64 = 1.0;
+    /// How many are listed at most, the busiest first.
+    pub const LISTED: usize = 5;
+}
+
 /// Conntrack over the window.
 #[derive(Debug, Clone, Default, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct Conntrack {

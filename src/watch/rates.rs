@@ -195,7 +195,7 @@ impl Reader {
                 let before = a.all_ticks.get(pid).map_or(0, |x| x.utime + x.stime);
                 let ticks = (st.utime + st.stime).saturating_sub(before);
                 let pct = ticks as f64 / self.clk_tck / dt * 100.0;
-                (pct >= 1.0).then(|| OtherProcess {
+                (pct >= OtherProcess::MIN_PCT).then(|| OtherProcess {
                     pid: *pid,
                     comm: st.comm.clone(),
                     cpu_pct: pct,
@@ -206,7 +206,7 @@ impl Reader {
             })
             .collect();
         v.sort_by(|x, y| y.cpu_pct.total_cmp(&x.cpu_pct));
-        v.truncate(5);
+        v.truncate(OtherProcess::LISTED);
         v
     }
 
