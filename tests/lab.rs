@@ -128,14 +128,24 @@ fn fault_held(name: &str, before: &Value, after: &Value) -> Result<(), String> {
 }
 
 /// The bottlenecks of `run` that are the scenario's: without those naming the host's
-/// load (said on stderr). A capacity finding that one demoted to info (the CPU as the
-/// limit, see `CAPACITY` in the rules) is the scenario's limit again.
+/// load (said on stderr).
 fn scenario_bottlenecks(name: &str, run: &Value) -> Vec<String> {
-    const CAPACITY: &[&str] = &["server-cpu-saturated", "link-saturated"];
     let host = host_findings(run);
     if !host.is_empty() {
         eprintln!("{name}: set aside, the host's load: {host:?}");
     }
+    scenario_findings(run)
+        .iter()
+        .map(|f| f["id"].as_str().unwrap().to_string())
+        .collect()
+}
+
+/// The bottleneck findings of `run` that are the scenario's, in rank order: without
+/// [`host_findings`], and with a capacity finding one of those demoted to info (the
+/// CPU as the limit, see `CAPACITY` in the rules) counted as the scenario's limit again.
+fn scenario_findings(run: &Value) -> Vec<&Value> {
+    const CAPACITY: &[&str] = &["server-cpu-saturated", "link-saturated"];
+    let host = host_findings(run);
     run["findings"]
         .as_array()
         .unwrap()
@@ -146,8 +156,7 @@ fn scenario_bottlenecks(name: &str, run: &Value) -> Vec<String> {
                     && f["kind"] == "info"
                     && CAPACITY.iter().any(|c| f["id"] == *c))
         })
-        .map(|f| f["id"].as_str().unwrap().to_string())
-        .filter(|id| !host.contains(id))
+        .filter(|f| !host.iter().any(|h| f["id"] == h.as_str()))
         .collect()
 }
 
@@ -215,15 +224,12 @@ fn host_findings(run: &Value) -> Vec<String> {
         .collect()
 }
 
-/// The first finding of `run` that is the scenario's (not [`host_findings`]).
+/// The first bottleneck of `run` that is the scenario's ([`scenario_findings`]).
 fn first(run: &Value) -> &Value {
-    let host = host_findings(run);
-    run["findings"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .find(|f| !host.iter().any(|h| f["id"] == h.as_str()))
-        .unwrap_or_else(|| panic!("no findings: {}", run["findings"]))
+    scenario_findings(run)
+        .first()
+        .copied()
+        .unwrap_or_else(|| panic!("no bottleneck: {}", run["findings"]))
 }
 
 /// How much of a core the busiest worker wanted: running, or runnable and waiting
