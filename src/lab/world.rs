@@ -48,8 +48,7 @@ impl World {
         }
         clean_stale(verbose);
         let id = format!("{PREFIX}{}-{scenario}", std::process::id());
-        let dir =
-            std::env::temp_dir().join(format!("loadlens-lab-{}-{scenario}", std::process::id()));
+        let dir = files_root().join(format!("loadlens-lab-{}-{scenario}", std::process::id()));
         if dir.exists() {
             fs::remove_dir_all(&dir).ok();
         }
@@ -444,7 +443,7 @@ pub fn clean_stale(verbose: bool) {
     let dirs = cpu_cgroup_root()
         .map(|(base, _)| base)
         .into_iter()
-        .chain([std::env::temp_dir()]);
+        .chain([files_root(), std::env::temp_dir()]);
     for rd in dirs.filter_map(|d| fs::read_dir(d).ok()) {
         for e in rd.flatten() {
             let name = e.file_name().to_string_lossy().to_string();
@@ -459,6 +458,34 @@ pub fn clean_stale(verbose: bool) {
                 }
             }
         }
+    }
+}
+
+/// Where a world keeps its files (configs, logs, sockets, the servers' pages): `/dev/shm`
+/// when it is a tmpfs that allows exec with room to spare, so the servers' log writes
+/// never wait for the host's disk (a build beside the lab saturating it stalled nginx's
+/// access-log writes and left the worker off its CPU); the temp dir otherwise.
+fn files_root() -> PathBuf {
+    const SHM: &str = "/dev/shm";
+    const ROOM: u64 = 1 << 30;
+    let path = std::ffi::CString::new(SHM).unwrap();
+    // SAFETY: plain out-parameters of statfs/statvfs on a NUL-terminated path.
+    let (fs, vfs) = unsafe {
+        let mut fs: libc::statfs = std::mem::zeroed();
+        let mut vfs: libc::statvfs = std::mem::zeroed();
+        if libc::statfs(path.as_ptr(), &mut fs) != 0 || libc::statvfs(path.as_ptr(), &mut vfs) != 0
+        {
+            return std::env::temp_dir();
+        }
+        (fs, vfs)
+    };
+    let tmpfs = fs.f_type == libc::TMPFS_MAGIC;
+    let exec = vfs.f_flag & libc::ST_NOEXEC == 0;
+    let room = vfs.f_bavail.saturating_mul(vfs.f_frsize) >= ROOM;
+    if tmpfs && exec && room {
+        PathBuf::from(SHM)
+    } else {
+        std::env::temp_dir()
     }
 }
 
