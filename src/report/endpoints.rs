@@ -6,7 +6,7 @@
 use std::fmt::Write as _;
 
 use super::chart::esc;
-use crate::run::{EndpointResult, Run};
+use crate::run::{Cell, EndpointResult, Run, Sweep};
 use crate::units::fmt_us;
 
 /// The endpoints, most total time first (ties: by name).
@@ -129,6 +129,122 @@ pub fn html(o: &mut String, run: &Run) {
     o.push_str("</tbody></table>");
 }
 
+/// The endpoints of a study's cells (a sweep of a mix): each name with its result in
+/// every cell, most total time over all the cells first; empty without a mix.
+pub fn by_cell(cells: &[Cell]) -> Vec<(&str, Vec<Option<&EndpointResult>>)> {
+    let mut rows: Vec<(&str, f64, Vec<Option<&EndpointResult>>)> = Vec::new();
+    for (k, c) in cells.iter().enumerate() {
+        for e in &c.run.results.endpoints {
+            let at = match rows.iter().position(|r| r.0 == e.name) {
+                Some(at) => at,
+                None => {
+                    rows.push((&e.name, 0.0, vec![None; cells.len()]));
+                    rows.len() - 1
+                }
+            };
+            rows[at].1 += e.total_us();
+            rows[at].2[k] = Some(e);
+        }
+    }
+    rows.sort_by(|a, b| b.1.total_cmp(&a.1).then_with(|| a.0.cmp(b.0)));
+    rows.into_iter().map(|(n, _, v)| (n, v)).collect()
+}
+
+/// A cell's label in the endpoints' table: its coordinates as the study's table names
+/// them (`-c 10`, `keep-alive`; a ceiling search's cells by rate), or its place.
+fn cell_label(s: &Sweep, k: usize) -> String {
+    let c = &s.cells[k];
+    if c.coords.is_empty() {
+        return format!("cell {}", k + 1);
+    }
+    c.coords
+        .iter()
+        .enumerate()
+        .map(|(i, v)| {
+            let dim = s.dims.get(i).map_or("rate", |d| d.name.as_str());
+            super::sweep::dim_label(dim, v)
+        })
+        .collect::<Vec<_>>()
+        .join(" ")
+}
+
+/// The terminal table of a sweep of a mix: each endpoint's p99 and requests in each
+/// cell; empty without a mix.
+pub fn sweep_text(s: &Sweep) -> String {
+    let cells = &s.cells;
+    let rows = by_cell(cells);
+    if rows.is_empty() {
+        return String::new();
+    }
+    let width = rows
+        .iter()
+        .map(|r| r.0.chars().count())
+        .max()
+        .unwrap_or(0)
+        .clamp(8, 40);
+    const W: usize = 22;
+    let mut o = String::new();
+    let _ = writeln!(
+        o,
+        "\nEndpoints: p99 (requests) in each cell, most total time first"
+    );
+    let _ = write!(o, "  {:<width$}", "endpoint");
+    for k in 0..cells.len() {
+        let _ = write!(o, "{:>W$}", cell_label(s, k));
+    }
+    let _ = writeln!(o);
+    for (name, per) in rows {
+        let name: String = name.chars().take(width).collect();
+        let _ = write!(o, "  {name:<width$}");
+        for e in per {
+            let v = e.map_or("-".to_string(), |e| {
+                let p99 = e.latency.at(99.0).map_or("-".into(), |v| fmt_us(v as f64));
+                format!("{p99} ({})", e.requests)
+            });
+            let _ = write!(o, "{v:>W$}");
+        }
+        let _ = writeln!(o);
+    }
+    o
+}
+
+/// The HTML table of a sweep of a mix: a row per endpoint and cell; nothing without a
+/// mix.
+pub fn sweep_html(o: &mut String, s: &Sweep) {
+    let rows = by_cell(&s.cells);
+    if rows.is_empty() {
+        return;
+    }
+    o.push_str("<h2>Endpoints</h2><p>Each endpoint in each cell, most total time over the study first.</p><table class=\"sort\"><thead><tr><th>endpoint</th><th>cell</th><th>requests</th><th>errors</th><th>non-2xx/3xx</th><th>mean</th><th>p50</th><th>p99</th><th>max</th></tr></thead><tbody>");
+    for (name, per) in rows {
+        for (k, e) in per.iter().enumerate() {
+            let Some(e) = e else {
+                continue;
+            };
+            let at = |q| fmt_us(e.latency.at(q).unwrap_or(0) as f64);
+            let _ = write!(
+                o,
+                "<tr><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td></tr>",
+                esc(name),
+                esc(&cell_label(s, k)),
+                e.requests,
+                e.errors,
+                non_2xx_3xx(e),
+                fmt_us(e.latency.mean_us),
+                at(50.0),
+                at(99.0),
+                fmt_us(e.latency.max_us as f64),
+            );
+        }
+    }
+    o.push_str("</tbody></table>");
+}
+
+/// Responses whose status is not 2xx or 3xx (for the sweep's CSV).
+pub(super) fn non_2xx_3xx_of(e: &EndpointResult) -> u64 {
+    non_2xx_3xx(e)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -173,5 +289,53 @@ mod tests {
         let mut o = String::new();
         html(&mut o, &run);
         assert!(o.is_empty());
+    }
+
+    #[test]
+    fn a_sweep_of_a_mix_has_a_row_per_endpoint_and_a_column_per_cell() {
+        let a = mixed_run();
+        let mut b = mixed_run();
+        b.results.endpoints.truncate(1);
+        let s = Sweep {
+            schema_version: crate::run::SWEEP_SCHEMA_VERSION,
+            tool: "loadlens".into(),
+            dims: vec![crate::run::Dim {
+                name: "connections".into(),
+                values: vec!["10".into(), "50".into()],
+            }],
+            cells: vec![
+                Cell {
+                    coords: vec!["10".into()],
+                    run: a,
+                },
+                Cell {
+                    coords: vec!["50".into()],
+                    run: b,
+                },
+            ],
+            ceiling: None,
+            interrupted: false,
+        };
+        let text = sweep_text(&s);
+        let lines: Vec<&str> = text.lines().collect();
+        assert!(lines[2].ends_with("-c 10                 -c 50"), "{text}");
+        // Most total time over both cells first: /one-slow's 10 ms (one cell) before
+        // /many-fast's 2 × 3 ms.
+        assert!(
+            lines[3].trim_start().starts_with("POST /one-slow"),
+            "{text}"
+        );
+        assert!(
+            lines[3].trim_end().ends_with('-'),
+            "absent from the second cell: {text}"
+        );
+        assert!(
+            lines[4].contains("(4)") && lines[4].ends_with("(4)"),
+            "{text}"
+        );
+        let mut o = String::new();
+        sweep_html(&mut o, &s);
+        assert_eq!(o.matches("<tr><td>").count(), 4, "{o}");
+        assert!(o.contains("<td>-c 50</td>"), "{o}");
     }
 }
