@@ -66,8 +66,9 @@ pub struct RunArgs {
     #[arg(long, value_parser = parse_duration, allow_hyphen_values = true, default_value = "2s")]
     pub(super) pause: Duration,
     /// Run only the I-th of N shares of the load (connections, -n and -R split so the N
-    /// segments add up exactly to the whole), e.g. 2/3; `loadlens merge` adds the
-    /// segments' Runs up.
+    /// segments add up exactly to the whole; --replay: every N-th request of the log from
+    /// the I-th, each at its own time), e.g. 2/3; `loadlens merge` adds the segments'
+    /// Runs up.
     #[arg(long, value_name = "I/N")]
     pub(super) segment: Option<SegmentOf>,
     /// Wait until this time (seconds since the Unix epoch, at most an hour ahead) and
@@ -170,9 +171,11 @@ pub(super) fn prepare(a: &mut RunArgs) -> anyhow::Result<(Vec<u8>, Spec)> {
     if a.flamegraph.is_some() {
         a.load.profile = true;
     }
-    if a.mix.replay.is_some() && (a.segment.is_some() || a.ray.address.is_some()) {
+    // A replay splits with --segment (each machine sends every N-th request of the log,
+    // read there); --ray ships the binary only, not the log.
+    if a.mix.replay.is_some() && a.ray.address.is_some() {
         anyhow::bail!(
-            "--replay sends one log in its order: it cannot be split (drop --segment/--ray)"
+            "--replay is not split by --ray yet (the log is on this machine only): copy the log to each client and run `--segment I/N --start-at T` there, then `loadlens merge`"
         );
     }
     a.mix.check(&a.load)?;

@@ -77,6 +77,22 @@ pub fn render(run: &Run) -> String {
                 String::new()
             }
         );
+        if let Some(seg) = &run.segment {
+            // Its places in the log's time order, from 1 (`spec/segment.rs#replay_share`).
+            let (i, n) = (seg.index as u64, seg.count as u64);
+            let sent = run.spec.requests.unwrap_or(0);
+            let mut places: Vec<String> =
+                (0..sent.min(3)).map(|j| (i + j * n).to_string()).collect();
+            if sent > 3 {
+                places.push("…".into());
+            }
+            let _ = writeln!(
+                o,
+                "Segment {i}/{n} of the replay: its requests {} ({sent} of {}), each at its time in the log",
+                places.join(", "),
+                r.requests
+            );
+        }
     }
     let _ = writeln!(o, "Endpoints (by total time = responses × mean latency)");
     let _ = writeln!(
@@ -276,6 +292,44 @@ mod tests {
         // Shares of 13.5 ms: 10/13.5, 3/13.5.
         assert!(rows[0].ends_with("74.1%"), "{text}");
         assert!(rows[1].ends_with("22.2%"), "{text}");
+    }
+
+    /// A replay's segment names its places in the log, as many as it has (at most three).
+    #[test]
+    fn a_replay_segment_says_which_requests_it_sent() {
+        let log: String = (0..10)
+            .map(|t| format!("{{\"t\": {t}, \"url\": \"/a\"}}\n"))
+            .collect();
+        let mut run = mixed_run();
+        let mix = crate::spec::replay::from_text(log.as_bytes(), "l", &run.spec.url, None);
+        run.spec.mix = Some(mix.unwrap());
+        for (index, count, sent, want) in [
+            (
+                1,
+                2,
+                5,
+                "Segment 1/2 of the replay: its requests 1, 3, 5, … (5 of 10),",
+            ),
+            (
+                4,
+                4,
+                2,
+                "Segment 4/4 of the replay: its requests 4, 8 (2 of 10),",
+            ),
+        ] {
+            run.spec.requests = Some(sent);
+            run.segment = Some(crate::run::Segment {
+                index,
+                count,
+                whole_connections: count,
+                whole_requests: Some(10),
+                whole_rate: None,
+                start_at_unix_s: None,
+                host: "h".into(),
+            });
+            let text = render(&run);
+            assert!(text.lines().nth(1).unwrap().starts_with(want), "{text}");
+        }
     }
 
     #[test]
