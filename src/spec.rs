@@ -5,11 +5,17 @@
 //! and recorded as-is in the Run artifact so a run can be repeated from its JSON.
 
 pub mod har;
+mod lines;
 pub mod replay;
+mod requests;
 mod segment;
+mod table;
 pub mod targets;
+use requests::RequestParts;
+pub use requests::Requests;
 pub use segment::{share_of, SegmentOf};
-pub use targets::{MixSpec, Requests};
+pub use table::{TargetRef, Targets};
+pub use targets::MixSpec;
 
 use std::net::{SocketAddr, TcpStream, ToSocketAddrs};
 use std::time::Duration;
@@ -379,43 +385,18 @@ pub struct RequestBytes {
 
 impl RequestBytes {
     pub fn build(spec: &Spec, target: &Target, body: &[u8]) -> RequestBytes {
-        let build = |close: bool| {
-            let mut head = format!("{} {} HTTP/1.1\r\n", spec.method, target.path);
-            let user_has = |name: &str| {
-                spec.headers.iter().any(|h| {
-                    h.split_once(':')
-                        .is_some_and(|(n, _)| n.trim().eq_ignore_ascii_case(name))
-                })
-            };
-            if !user_has("host") {
-                head.push_str(&format!("Host: {}\r\n", target.host_header()));
-            }
-            for h in &spec.headers {
-                let (n, v) = h.split_once(':').expect("checked in check_flags");
-                head.push_str(&format!("{}: {}\r\n", n.trim(), v.trim()));
-            }
-            if !body.is_empty() && !user_has("content-length") {
-                head.push_str(&format!("Content-Length: {}\r\n", body.len()));
-            }
-            if let Some(a) = spec
-                .authorization
-                .as_ref()
-                .filter(|_| !user_has("authorization"))
-            {
-                head.push_str(&format!("Authorization: {a}\r\n"));
-            }
-            if close && !user_has("connection") {
-                head.push_str("Connection: close\r\n");
-            }
-            head.push_str("\r\n");
-            let mut bytes = head.into_bytes();
-            bytes.extend_from_slice(body);
-            bytes
+        let parts = RequestParts::build(&spec.method, &spec.headers, &[], spec, target, body);
+        let whole = |after: &[u8]| {
+            let mut b = Vec::with_capacity(parts.before.len() + target.path.len() + after.len());
+            b.extend_from_slice(&parts.before);
+            b.extend_from_slice(target.path.as_bytes());
+            b.extend_from_slice(after);
+            b
         };
         RequestBytes {
-            keep: build(false),
-            last: build(true),
-            head: spec.method.eq_ignore_ascii_case("HEAD"),
+            keep: whole(&parts.keep_after),
+            last: whole(&parts.last_after),
+            head: parts.head,
         }
     }
 }

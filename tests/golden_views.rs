@@ -29,6 +29,9 @@
 //! (`tests/diagnose_recorded.rs` pins the diagnosis). The Runs recorded with findings
 //! (apache-workers, fd-limit, gzip-cpu, haproxy-maxconn, php-fpm-socket,
 //! worker-connections) exercise the findings' views; the others show "nothing stood out".
+//! `mix-before`/`mix-after` are not the lab's: a `--targets` mix against nginx recorded by
+//! `scripts/record-mix-runs.sh` (a new connection per request, then keep-alive; three
+//! repetitions each), for the views per endpoint and `compare`'s rows per endpoint.
 //!
 //! What is not the Run's data, and how it is made deterministic (nothing else is
 //! redacted: the tool version, start time, addresses and pids shown come from the

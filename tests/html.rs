@@ -329,6 +329,38 @@ fn compare_and_sweep_render_to_pages_too() {
     }
 }
 
+/// A mixed Run's page (recorded against nginx with `--targets` by
+/// `scripts/record-mix-runs.sh`): the endpoints' table, sortable, opened in a browser
+/// with its console quiet; and the comparison of two mixed Runs, a row per endpoint and
+/// number with its verdict.
+#[test]
+fn a_mixed_run_and_its_comparison_render_their_endpoints() {
+    let dir = tempfile::tempdir().unwrap();
+    let (before, after) = (fixture("mix-before"), fixture("mix-after"));
+    let (html, out) = page(dir.path(), &["report", &before]);
+    assert!(html.contains("<h2>Endpoints</h2>"), "{html}");
+    for name in ["GET /1k.txt", "HEAD /1k.txt", "GET /missing", "post a form"] {
+        assert!(html.contains(&format!("<tr><td>{name}</td>")), "{name}");
+    }
+    if let Some(dom) = browser_dom(&out) {
+        assert!(dom.contains("<h2>Endpoints</h2>"));
+        assert!(dom.contains("<td>post a form</td>"));
+        assert!(dom.contains("title=\"click to sort\""));
+    }
+    let (html, out) = page(dir.path(), &["compare", &before, &after]);
+    for name in ["GET /1k.txt", "HEAD /1k.txt", "GET /missing", "post a form"] {
+        for metric in ["requests/s", "latency mean", "latency p99"] {
+            assert!(
+                html.contains(&format!("<tr><td>{name}: {metric}</td>")),
+                "{name}: {metric}"
+            );
+        }
+    }
+    if let Some(dom) = browser_dom(&out) {
+        assert!(dom.contains("GET /missing: latency p99"));
+    }
+}
+
 /// The DOM as headless Chromium parsed it, when Chromium is installed (else
 /// `SKIPPED`, a failure under `CI=true`); it also writes a screenshot for humans under
 /// `target/` and asserts the console stayed quiet.

@@ -5,46 +5,13 @@
 mod common;
 
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Output};
-use std::time::{SystemTime, UNIX_EPOCH};
+use std::process::{Command, Output};
 
-use common::{assert_ok, assert_valid, latency_histogram, loadlens, percentile_us, u, Nginx};
+use common::{
+    assert_ok, assert_valid, latency_histogram, loadlens, percentile_us, run_segments, u, unix_now,
+    Nginx,
+};
 use serde_json::Value;
-
-fn now() -> f64 {
-    SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .unwrap()
-        .as_secs_f64()
-}
-
-/// Starts segments 1..=n of `args` at once (all due at the same `--start-at`), each
-/// writing its Run to DIR/seg-I.json; waits for all and returns the files.
-fn run_segments(dir: &Path, n: u32, args: &[&str], start_at: f64) -> Vec<PathBuf> {
-    let children: Vec<(PathBuf, Child)> = (1..=n)
-        .map(|i| {
-            let f = dir.join(format!("seg-{i}.json"));
-            let child = loadlens()
-                .arg("run")
-                .args(args)
-                .args(["--segment", &format!("{i}/{n}")])
-                .args(["--start-at", &format!("{start_at:.3}")])
-                .arg("--json")
-                .arg(&f)
-                .arg("-q")
-                .spawn()
-                .unwrap();
-            (f, child)
-        })
-        .collect();
-    children
-        .into_iter()
-        .map(|(f, c)| {
-            assert_ok(&c.wait_with_output().unwrap());
-            f
-        })
-        .collect()
-}
 
 /// Runs one segment (`I/N`) of a small -n 30 -c 10 load and returns its Run's file.
 fn one_segment(f: &Path, seg: &str, url: &str) -> PathBuf {
@@ -112,7 +79,7 @@ fn budget_segments_add_up_to_the_access_log_and_the_union_histogram() {
         dir.path(),
         3,
         &["-n", "3001", "-c", "10", "-t", "1", &url],
-        now() + 2.0,
+        unix_now() + 2.0,
     );
     let segs: Vec<Value> = files.iter().map(|f| read(f)).collect();
     let conns: Vec<u64> = segs.iter().map(|s| u(s, "spec.connections")).collect();
@@ -208,7 +175,7 @@ fn duration_segments_start_together_and_add_up_to_the_access_log() {
     let ng = Nginx::start("", "");
     let dir = tempfile::tempdir().unwrap();
     // Whole milliseconds, as passed to --start-at.
-    let start_at = ((now() + 2.0) * 1000.0).round() / 1000.0;
+    let start_at = ((unix_now() + 2.0) * 1000.0).round() / 1000.0;
     let files = run_segments(
         dir.path(),
         3,
@@ -288,7 +255,7 @@ fn rate_segments_add_up_to_the_requested_rate() {
             "--no-watch",
             &ng.url("/1k.txt"),
         ],
-        now() + 2.0,
+        unix_now() + 2.0,
     );
     let segs: Vec<Value> = files.iter().map(|f| read(f)).collect();
     let rates: f64 = segs
@@ -351,9 +318,9 @@ fn bad_segment_flags_are_one_line_and_exit_2() {
         &[&url, "-n", "2", "--segment", "1/3"],
         "cannot be split into 3",
     );
-    let late = format!("{:.0}", now() - 100.0);
+    let late = format!("{:.0}", unix_now() - 100.0);
     fails(&[&url, "--start-at", &late], "in the past");
-    let far = format!("{:.0}", now() + 7200.0);
+    let far = format!("{:.0}", unix_now() + 7200.0);
     fails(&[&url, "--start-at", &far], "more than an hour ahead");
     fails(
         &[&url, "--segment", "1/2", "--repeat", "2"],

@@ -4,7 +4,10 @@
 
 mod common;
 
-use common::{assert_ok, assert_valid, loadlens, Nginx, PhpFpm};
+use std::collections::BTreeMap;
+use std::path::Path;
+
+use common::{assert_ok, assert_valid, loadlens, u, Nginx, PhpFpm};
 use serde_json::Value;
 
 fn sweep(args: &[&str]) -> (Value, String) {
@@ -141,6 +144,189 @@ fn the_ceiling_of_a_pool_of_known_capacity() {
     }
 }
 
+/// Three locations answering 200, and a second access log of `METHOD PATH STATUS` in
+/// `dir` (what this server saw: the reference for a mix's counts).
+fn paths_nginx(dir: &Path) -> Nginx {
+    let http = format!(
+        "log_format paths '$request_method $uri $status';\n    access_log {}/paths.log paths;",
+        dir.display()
+    );
+    Nginx::start(
+        &http,
+        r#"location = /a { return 200 "a"; }
+           location = /b { return 200 "bb"; }
+           location = /c { return 200 "ccc"; }"#,
+    )
+}
+
+/// Requests `ng` logged per path, once it is done with every connection.
+fn logged(ng: &Nginx, dir: &Path) -> BTreeMap<String, u64> {
+    ng.log();
+    let text = std::fs::read_to_string(dir.join("paths.log")).unwrap_or_default();
+    let mut n = BTreeMap::new();
+    for l in text.lines() {
+        *n.entry(l.split(' ').nth(1).unwrap().to_string())
+            .or_insert(0) += 1;
+    }
+    n
+}
+
+/// A cell's results per endpoint: name → (requests, responses, errors).
+fn endpoints(run: &Value) -> BTreeMap<String, (u64, u64, u64)> {
+    run["results"]["endpoints"]
+        .as_array()
+        .expect("results.endpoints")
+        .iter()
+        .map(|e| {
+            let n = |k: &str| u(e, k);
+            (
+                e["name"].as_str().unwrap().to_string(),
+                (n("requests"), n("responses"), n("errors")),
+            )
+        })
+        .collect()
+}
+
+/// `sweep --targets`: a weighted mix over two servers, one cell each, so each server's
+/// own log is its cell's reference: every cell keeps the weights and counts per
+/// endpoint what its server saw (less the requests in flight when the load stopped).
+#[test]
+fn a_sweep_of_a_mix_counts_each_cells_endpoints() {
+    let (d1, d2) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
+    let (ng1, ng2) = (paths_nginx(d1.path()), paths_nginx(d2.path()));
+    let targets = d1.path().join("targets.jsonl");
+    std::fs::write(
+        &targets,
+        concat!(
+            "{\"url\": \"/a\", \"weight\": 5}\n",
+            "{\"url\": \"/b?q=1\", \"weight\": 3, \"headers\": {\"X-Mix\": \"1\"}}\n",
+            "{\"url\": \"c\", \"weight\": 2, \"name\": \"the c\"}\n",
+        ),
+    )
+    .unwrap();
+    let urls = format!("{},{}", ng1.url("/"), ng2.url("/"));
+    let (s, text) = sweep(&[
+        &urls,
+        "--targets",
+        &targets.display().to_string(),
+        "-c",
+        "4",
+        "-t",
+        "1",
+        "-d",
+        "1s",
+        "--pause",
+        "200ms",
+        "--no-watch",
+    ]);
+    let cells = s["cells"].as_array().unwrap();
+    assert_eq!(cells.len(), 2);
+    assert_eq!(s["dims"][0]["name"], "url");
+    for (cell, (ng, dir)) in cells.iter().zip([(&ng1, d1.path()), (&ng2, d2.path())]) {
+        let run = &cell["run"];
+        assert_eq!(run["spec"]["url"], ng.url("/"));
+        assert_eq!(run["spec"]["mix"]["targets"], 3);
+        assert_eq!(run["spec"]["mix"]["seed"], 1);
+        let log = logged(ng, dir);
+        let ep = endpoints(run);
+        assert_eq!(ep.len(), 3, "{ep:?}");
+        let mut counted = 0;
+        for (name, path) in [("GET /a", "/a"), ("GET /b", "/b"), ("the c", "/c")] {
+            let (requests, responses, errors) = ep[name];
+            assert_eq!((requests, errors), (responses, 0), "{name}: {ep:?}");
+            assert!(responses <= log[path], "{name}: {ep:?} vs {log:?}");
+            counted += responses;
+        }
+        // What nginx saw beyond the responses: exactly the requests in flight at the end.
+        let seen: u64 = log.values().sum();
+        assert_eq!(
+            seen - counted,
+            u(run, "results.in_flight_at_end"),
+            "{log:?}"
+        );
+        assert_eq!(counted, u(run, "results.responses"));
+        for (path, share) in [("/a", 0.5), ("/b", 0.3), ("/c", 0.2)] {
+            let got = log[path] as f64 / seen as f64;
+            assert!((got - share).abs() <= 0.02, "{path}: {got} of {seen}");
+        }
+    }
+    assert!(
+        text.contains("Endpoints: p99 (requests) in each cell"),
+        "{text}"
+    );
+    // The CSV: the cell's line (empty endpoint), then one per endpoint.
+    assert!(text.contains("url,endpoint,requests_per_s"), "{text}");
+    assert!(text.contains(&format!("{},the c,", ng2.url("/"))), "{text}");
+}
+
+/// A combined log of 4 seconds (50 requests a second over three paths, every tenth a
+/// POST, which a replay skips): 180 requests to send, 90 to /a, 40 to /b, 50 to /c.
+fn access_log(dir: &Path) -> String {
+    let paths = ["/a", "/b?q=1", "/c", "/a"];
+    let text: String = (0..200)
+        .map(|i| {
+            let method = if i % 10 == 9 { "POST" } else { "GET" };
+            format!(
+                "127.0.0.1 - - [25/Nov/2026:10:00:0{} +0000] \"{method} {} HTTP/1.1\" 200 5 \"-\" \"curl/8\"\n",
+                i / 50,
+                paths[i % 4]
+            )
+        })
+        .collect();
+    let f = dir.join("access.log");
+    std::fs::write(&f, text).unwrap();
+    f.display().to_string()
+}
+
+/// `sweep --replay`: every cell sends the log's requests, all of them and only them,
+/// whatever its connections; nginx saw each cell's counts once per cell.
+#[test]
+fn a_sweep_of_a_replay_sends_the_log_in_every_cell() {
+    let dir = tempfile::tempdir().unwrap();
+    let ng = paths_nginx(dir.path());
+    let log = access_log(dir.path());
+    let (s, text) = sweep(&[
+        &ng.url("/"),
+        "--replay",
+        &log,
+        "--speed",
+        "8",
+        "-c",
+        "2,4",
+        "-t",
+        "1",
+        "--pause",
+        "200ms",
+        "--no-watch",
+    ]);
+    let cells = s["cells"].as_array().unwrap();
+    assert_eq!(cells.len(), 2);
+    assert_eq!(s["dims"][0]["name"], "connections");
+    for (cell, c) in cells.iter().zip([2, 4]) {
+        let run = &cell["run"];
+        assert_eq!(run["spec"]["connections"], c);
+        assert_eq!(run["spec"]["mix"]["replay"]["requests"], 180);
+        assert_eq!(run["spec"]["mix"]["replay"]["skipped_with_body"], 20);
+        assert_eq!(run["spec"]["requests"], 180);
+        assert_eq!(u(run, "results.responses"), 180);
+        let ep = endpoints(run);
+        assert_eq!(ep["GET /a"], (90, 90, 0));
+        assert_eq!(ep["GET /b"], (40, 40, 0));
+        assert_eq!(ep["GET /c"], (50, 50, 0));
+        // Paced by the log (open loop): latency counts from each request's due time.
+        assert_eq!(
+            run["results"]["latency"]["corrected_for_coordinated_omission"],
+            true
+        );
+    }
+    let want: BTreeMap<String, u64> = [("/a", 180), ("/b", 80), ("/c", 100)]
+        .iter()
+        .map(|(p, n)| (p.to_string(), *n))
+        .collect();
+    assert_eq!(logged(&ng, dir.path()), want);
+    assert!(text.contains("GET /a") && text.contains("(90)"), "{text}");
+}
+
 #[test]
 fn bad_sweeps_are_refused_before_any_load() {
     for (args, want) in [
@@ -165,6 +351,33 @@ fn bad_sweeps_are_refused_before_any_load() {
             "leave out -R",
         ),
         (vec!["http://127.0.0.1:1/", "--connreqs", "0"], "at least 1"),
+        (
+            vec![
+                "http://127.0.0.1:1/",
+                "--replay",
+                "x.log",
+                "--ceiling",
+                "--slo",
+                "p99<1s",
+            ],
+            "cannot be used with",
+        ),
+        (
+            vec!["http://127.0.0.1:1/", "--replay", "x.log", "-R", "10"],
+            "cannot be used with",
+        ),
+        (
+            vec!["http://127.0.0.1:1/", "--replay", "x.log", "--h2"],
+            "--replay speaks HTTP/1.1",
+        ),
+        (
+            vec!["http://127.0.0.1:1/,http://127.0.0.1:2/", "--targets", "-"],
+            "standard input is read once",
+        ),
+        (
+            vec!["http://127.0.0.1:1/", "--targets", "/nonexistent/t.jsonl"],
+            "targets file /nonexistent/t.jsonl: No such file",
+        ),
         (vec!["http://127.0.0.1:1/", "-c", "4"], "connection refused"),
     ] {
         let out = loadlens().arg("sweep").args(&args).output().unwrap();

@@ -1023,7 +1023,7 @@ _loadlens() {
             return 0
             ;;
         loadlens__subcmd__sweep)
-            opts="-c -t -R -d -q -H -X -m -k -h -V --connections --threads --connreqs --rate --duration --repeat --pause --ceiling --slo --errors --budget --json --csv --html --quiet --header --method --body --body-file --timeout --insecure --h2 --h1 --max-concurrent-streams --io --no-watch --watch --ssh-command --sample --server-pid --server-name --profile --profile-hz --no-offcpu --help --version"
+            opts="-c -t -R -d -q -H -X -m -k -h -V --connections --threads --connreqs --rate --duration --repeat --pause --ceiling --slo --errors --budget --json --csv --html --quiet --targets --seed --sequential --replay --speed --header --method --body --body-file --timeout --insecure --h2 --h1 --max-concurrent-streams --io --no-watch --watch --ssh-command --sample --server-pid --server-name --profile --profile-hz --no-offcpu --help --version"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -1094,6 +1094,22 @@ _loadlens() {
                     return 0
                     ;;
                 --html)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --targets)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --seed)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --replay)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --speed)
                     COMPREPLY=($(compgen -f "${cur}"))
                     return 0
                     ;;

@@ -54,7 +54,7 @@ complete -c loadlens -n "__fish_loadlens_using_subcommand run" -l flamegraph -d 
 complete -c loadlens -n "__fish_loadlens_using_subcommand run" -l html -d 'Write the self-contained HTML report (charts, findings, profile) to FILE' -r -F
 complete -c loadlens -n "__fish_loadlens_using_subcommand run" -l repeat -d 'Run the same load N times and report each repetition and the mean with its 95% interval (for `loadlens compare`)' -r
 complete -c loadlens -n "__fish_loadlens_using_subcommand run" -l pause -d 'Pause between repetitions' -r
-complete -c loadlens -n "__fish_loadlens_using_subcommand run" -l segment -d 'Run only the I-th of N shares of the load (connections, -n and -R split so the N segments add up exactly to the whole), e.g. 2/3; `loadlens merge` adds the segments\' Runs up' -r
+complete -c loadlens -n "__fish_loadlens_using_subcommand run" -l segment -d 'Run only the I-th of N shares of the load (connections, -n and -R split so the N segments add up exactly to the whole; --replay: every N-th request of the log from the I-th, each at its own time), e.g. 2/3; `loadlens merge` adds the segments\' Runs up' -r
 complete -c loadlens -n "__fish_loadlens_using_subcommand run" -l start-at -d 'Wait until this time (seconds since the Unix epoch, at most an hour ahead) and start the load then, so segments on several machines start together' -r
 complete -c loadlens -n "__fish_loadlens_using_subcommand run" -l slo -d 'Objectives judged on the Run, comma-separated: latency percentiles, mean and max under a bound (\'p99<200ms\', \'p99.9<=1s\', \'mean<20ms\'), errors (failed and non-2xx/3xx requests) as a share or a count (\'errors<0.1%\', \'errors<10\'), \'non2xx<1%\', a rate floor (\'rps>1000\'). Exit 1 when one is broken, 3 when the evidence cannot be trusted to judge them (see EXIT STATUS)' -r
 complete -c loadlens -n "__fish_loadlens_using_subcommand run" -l junit -d 'Write a JUnit XML report to FILE: a testcase per objective and per bottleneck finding' -r -F
@@ -124,7 +124,7 @@ complete -c loadlens -n "__fish_loadlens_using_subcommand sweep" -s c -l connect
 complete -c loadlens -n "__fish_loadlens_using_subcommand sweep" -s t -l threads -d 'Worker threads, e.g. 1,2 [default: CPUs available to this process]' -r
 complete -c loadlens -n "__fish_loadlens_using_subcommand sweep" -l connreqs -d 'Requests per connection, e.g. 1,4,14,keep-alive [default: keep-alive]' -r
 complete -c loadlens -n "__fish_loadlens_using_subcommand sweep" -s R -l rate -d 'Open-loop rates, requests/s over all connections, e.g. 1k,2k,4k [default: closed loop]. With --ceiling the rates are searched instead' -r
-complete -c loadlens -n "__fish_loadlens_using_subcommand sweep" -s d -l duration -d 'Length of each cell\'s load' -r
+complete -c loadlens -n "__fish_loadlens_using_subcommand sweep" -s d -l duration -d 'Length of each cell\'s load [default: 5s; with --replay, the log\'s requests, as long as they take]' -r
 complete -c loadlens -n "__fish_loadlens_using_subcommand sweep" -l repeat -d 'Repeat each cell N times (the cell\'s Run holds every repetition)' -r
 complete -c loadlens -n "__fish_loadlens_using_subcommand sweep" -l pause -d 'Pause between loads, so TIME_WAIT and queues settle the same way before each' -r
 complete -c loadlens -n "__fish_loadlens_using_subcommand sweep" -l slo -d 'The objectives of --ceiling, in `run --slo`\'s grammar, at least one about latency: e.g. \'p99<200ms\', \'p99.9<=1s,max<500ms\', \'p99<200ms,errors<0.1%\'' -r
@@ -133,6 +133,10 @@ complete -c loadlens -n "__fish_loadlens_using_subcommand sweep" -l budget -d 'T
 complete -c loadlens -n "__fish_loadlens_using_subcommand sweep" -l json -d 'Write the study (every cell\'s Run) as JSON to FILE (`-` = stdout)' -r
 complete -c loadlens -n "__fish_loadlens_using_subcommand sweep" -l csv -d 'Write one CSV line per cell to FILE (`-` = stdout)' -r
 complete -c loadlens -n "__fish_loadlens_using_subcommand sweep" -l html -d 'Write the study as a self-contained HTML page (the curve and the table) to FILE' -r -F
+complete -c loadlens -n "__fish_loadlens_using_subcommand sweep" -l targets -d 'A mix of requests: JSON lines (`method`, `url` — absolute or a path —, `headers`, `body` or `body_file`, `weight`, `name`) or one URL per line; `-` = standard input. Results are kept per endpoint name' -r
+complete -c loadlens -n "__fish_loadlens_using_subcommand sweep" -l seed -d 'Seed of the weighted order of --targets: the same seed sends the same sequence' -r
+complete -c loadlens -n "__fish_loadlens_using_subcommand sweep" -l replay -d 'Replay an access log (nginx/Apache combined or common format, or JSON lines `{t, method, url}`): its requests at their original relative times × --speed (open loop, latency from each request\'s due time). Requests with a body are skipped (counted)' -r
+complete -c loadlens -n "__fish_loadlens_using_subcommand sweep" -l speed -d '--replay\'s pace: the log\'s times divided by F (2 = twice as fast), or `max` (closed loop, the log\'s order as fast as the connections go)' -r
 complete -c loadlens -n "__fish_loadlens_using_subcommand sweep" -s H -l header -d 'Add a request header, e.g. -H \'Accept-Encoding: gzip\' (repeatable)' -r
 complete -c loadlens -n "__fish_loadlens_using_subcommand sweep" -s m -s X -l method -d 'HTTP method (`-X` as in curl)' -r
 complete -c loadlens -n "__fish_loadlens_using_subcommand sweep" -l body -d 'Request body' -r
@@ -150,6 +154,7 @@ complete -c loadlens -n "__fish_loadlens_using_subcommand sweep" -l server-name 
 complete -c loadlens -n "__fish_loadlens_using_subcommand sweep" -l profile-hz -d 'Samples per second per server thread for --profile' -r
 complete -c loadlens -n "__fish_loadlens_using_subcommand sweep" -l ceiling -d 'Find the highest open-loop rate that meets --slo (and --errors): a closed-loop probe, then rates that climb and bisect'
 complete -c loadlens -n "__fish_loadlens_using_subcommand sweep" -s q -l quiet -d 'Print nothing but errors (the files asked for are still written)'
+complete -c loadlens -n "__fish_loadlens_using_subcommand sweep" -l sequential -d 'Send --targets in the file\'s order, round robin (weights above 0 ignored)'
 complete -c loadlens -n "__fish_loadlens_using_subcommand sweep" -s k -l insecure -d 'Do not verify the server\'s TLS certificate'
 complete -c loadlens -n "__fish_loadlens_using_subcommand sweep" -l h2 -d 'Speak HTTP/2: with prior knowledge over cleartext http:// (h2c), by ALPN `h2` over https:// (which already prefers HTTP/2 when the server offers it)'
 complete -c loadlens -n "__fish_loadlens_using_subcommand sweep" -l h1 -d 'Speak HTTP/1.1 only, also over https:// to a server that offers HTTP/2'

@@ -9,6 +9,7 @@ mod import;
 mod lab;
 mod load;
 mod merge;
+mod mix;
 mod progress;
 mod ray;
 mod run;

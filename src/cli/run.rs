@@ -7,6 +7,7 @@ use std::time::Duration;
 use clap::Args;
 
 use super::load::{stop_on_signals, LoadFlags, Shape};
+use super::mix::MixFlags;
 use super::progress::LiveLine;
 use super::{available_cpus, parse_u32};
 use crate::pipeline;
@@ -29,7 +30,7 @@ pub struct RunArgs {
     #[arg(short = 'd', long, value_parser = parse_duration, allow_hyphen_values = true)]
     pub(super) duration: Option<Duration>,
     /// Stop after this many requests (responses plus failed requests), e.g. 10k.
-    #[arg(short = 'n', long, value_parser = parse_count)]
+    #[arg(short = 'n', long, value_parser = parse_count, conflicts_with = "replay")]
     pub(super) requests: Option<u64>,
     /// Requests per connection, then close and reconnect (1 = a new TCP connection per
     /// request) [default: keep-alive as long as the server allows].
@@ -39,27 +40,8 @@ pub struct RunArgs {
     /// is measured from each request's scheduled time (corrected for coordinated omission).
     #[arg(short = 'R', long, value_parser = parse_count)]
     pub(super) rate: Option<u64>,
-    /// A mix of requests: JSON lines (`method`, `url` — absolute or a path —,
-    /// `headers`, `body` or `body_file`, `weight`, `name`) or one URL per line; `-` =
-    /// standard input. Results are kept per endpoint name.
-    #[arg(long, value_name = "FILE")]
-    pub(super) targets: Option<String>,
-    /// Seed of the weighted order of --targets: the same seed sends the same sequence.
-    #[arg(long, requires = "targets", default_value_t = crate::spec::targets::DEFAULT_SEED)]
-    pub(super) seed: u64,
-    /// Send --targets in the file's order, round robin (weights above 0 ignored).
-    #[arg(long, requires = "targets")]
-    pub(super) sequential: bool,
-    /// Replay an access log (nginx/Apache combined or common format, or JSON lines
-    /// `{t, method, url}`): its requests at their original relative times × --speed
-    /// (open loop, latency from each request's due time). Requests with a body are
-    /// skipped (counted).
-    #[arg(long, value_name = "LOG", conflicts_with_all = ["targets", "rate", "requests"])]
-    pub(super) replay: Option<String>,
-    /// --replay's pace: the log's times divided by F (2 = twice as fast), or `max`
-    /// (closed loop, the log's order as fast as the connections go).
-    #[arg(long, value_name = "F|max", requires = "replay", default_value = "1")]
-    pub(super) speed: String,
+    #[command(flatten)]
+    pub(super) mix: MixFlags,
     /// Print the latency percentiles, status codes and connection details.
     #[arg(long)]
     pub(super) latency: bool,
@@ -84,8 +66,9 @@ pub struct RunArgs {
     #[arg(long, value_parser = parse_duration, allow_hyphen_values = true, default_value = "2s")]
     pub(super) pause: Duration,
     /// Run only the I-th of N shares of the load (connections, -n and -R split so the N
-    /// segments add up exactly to the whole), e.g. 2/3; `loadlens merge` adds the
-    /// segments' Runs up.
+    /// segments add up exactly to the whole; --replay: every N-th request of the log from
+    /// the I-th, each at its own time), e.g. 2/3; `loadlens merge` adds the segments'
+    /// Runs up.
     #[arg(long, value_name = "I/N")]
     pub(super) segment: Option<SegmentOf>,
     /// Wait until this time (seconds since the Unix epoch, at most an hour ahead) and
@@ -188,49 +171,19 @@ pub(super) fn prepare(a: &mut RunArgs) -> anyhow::Result<(Vec<u8>, Spec)> {
     if a.flamegraph.is_some() {
         a.load.profile = true;
     }
-    let body = a.load.body()?;
-    let mut whole = a.load.spec(a.shape(), body.len())?;
-    if let Some(file) = &a.targets {
-        if a.load.body.is_some() || a.load.body_file.is_some() {
-            anyhow::bail!("--targets gives each request its own body: drop --body/--body-file");
-        }
-        let mix = crate::spec::targets::load(file, &whole.url, a.seed, a.sequential)
-            .map_err(anyhow::Error::msg)?;
-        whole.mix = Some(mix);
-    }
-    if let Some(log) = &a.replay {
-        replay(a, log, &mut whole)?;
-    }
-    Ok((body, whole))
-}
-
-/// `--replay LOG`: the log read into the spec's mix, `-n` its requests, no duration
-/// unless one was given.
-fn replay(a: &RunArgs, log: &str, whole: &mut Spec) -> anyhow::Result<()> {
-    let speed = match a.speed.as_str() {
-        "max" => None,
-        f => match f.parse::<f64>() {
-            Ok(x) if x.is_finite() && x > 0.0 => Some(x),
-            _ => anyhow::bail!("--speed {f}: expected a factor above 0 (e.g. 2) or `max`"),
-        },
-    };
-    if a.segment.is_some() || a.ray.address.is_some() {
+    // A replay splits with --segment (each machine sends every N-th request of the log,
+    // read there); --ray ships the binary only, not the log.
+    if a.mix.replay.is_some() && a.ray.address.is_some() {
         anyhow::bail!(
-            "--replay sends one log in its order: it cannot be split (drop --segment/--ray)"
+            "--replay is not split by --ray yet (the log is on this machine only): copy the log to each client and run `--segment I/N --start-at T` there, then `loadlens merge`"
         );
     }
-    if a.load.h2 {
-        anyhow::bail!("--replay speaks HTTP/1.1 for now: drop --h2");
-    }
-    if a.load.body.is_some() || a.load.body_file.is_some() {
-        anyhow::bail!("--replay sends requests without a body: drop --body/--body-file");
-    }
-    let mix = crate::spec::replay::load(log, &whole.url, speed).map_err(anyhow::Error::msg)?;
-    whole.requests = mix.replay.as_ref().map(|r| r.requests);
-    whole.duration_s = a.duration.map(|d| d.as_secs_f64());
-    whole.http = crate::spec::HttpVersion::H1;
-    whole.mix = Some(mix);
-    Ok(())
+    a.mix.check(&a.load)?;
+    let body = a.load.body()?;
+    let mut whole = a.load.spec(a.shape(), body.len())?;
+    let mix = a.mix.read(&whole.url)?;
+    MixFlags::apply(mix, &mut whole, a.duration);
+    Ok((body, whole))
 }
 
 pub fn cmd(mut a: RunArgs) -> anyhow::Result<ExitCode> {

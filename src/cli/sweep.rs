@@ -10,6 +10,7 @@ use std::time::Duration;
 use clap::Args;
 
 use super::load::{stop_on_signals, LoadFlags, Shape};
+use super::mix::MixFlags;
 use super::{available_cpus, parse_u32};
 use crate::engine::Silent;
 use crate::pipeline;
@@ -41,9 +42,10 @@ pub struct SweepArgs {
     /// closed loop]. With --ceiling the rates are searched instead.
     #[arg(short = 'R', long, value_delimiter = ',', value_parser = parse_count)]
     rate: Vec<u64>,
-    /// Length of each cell's load.
-    #[arg(short = 'd', long, value_parser = parse_duration, allow_hyphen_values = true, default_value = "5s")]
-    duration: Duration,
+    /// Length of each cell's load [default: 5s; with --replay, the log's requests, as
+    /// long as they take].
+    #[arg(short = 'd', long, value_parser = parse_duration, allow_hyphen_values = true)]
+    duration: Option<Duration>,
     /// Repeat each cell N times (the cell's Run holds every repetition).
     #[arg(long, value_parser = parse_u32, default_value = "1", value_name = "N")]
     repeat: u32,
@@ -52,7 +54,7 @@ pub struct SweepArgs {
     pause: Duration,
     /// Find the highest open-loop rate that meets --slo (and --errors): a closed-loop
     /// probe, then rates that climb and bisect.
-    #[arg(long, requires = "slo")]
+    #[arg(long, requires = "slo", conflicts_with = "replay")]
     ceiling: bool,
     /// The objectives of --ceiling, in `run --slo`'s grammar, at least one about
     /// latency: e.g. 'p99<200ms', 'p99.9<=1s,max<500ms', 'p99<200ms,errors<0.1%'.
@@ -79,8 +81,13 @@ pub struct SweepArgs {
     #[arg(short = 'q', long)]
     quiet: bool,
     #[command(flatten)]
+    mix: MixFlags,
+    #[command(flatten)]
     load: LoadFlags,
 }
+
+/// A cell's length when -d is not given.
+const DEFAULT_DURATION: Duration = Duration::from_secs(5);
 
 /// `--errors '<0.1%'` as the objective `errors<0.1%` (a bare `0.1%` allows 0.1%).
 fn parse_errors(s: &str) -> anyhow::Result<Objective> {
@@ -103,8 +110,14 @@ fn parse_connreqs(s: &str) -> Result<Option<u32>, String> {
 }
 
 pub fn cmd(a: SweepArgs) -> anyhow::Result<ExitCode> {
+    a.mix.check(&a.load)?;
+    let duration = match (a.duration, a.mix.replay.is_some()) {
+        (Some(d), _) => Some(d),
+        (None, true) => None,
+        (None, false) => Some(DEFAULT_DURATION),
+    };
     let body = a.load.body()?;
-    let grid = Grid {
+    let mut grid = Grid {
         urls: a.urls.clone(),
         connections: a.connections.clone(),
         threads: if a.threads.is_empty() {
@@ -122,6 +135,7 @@ pub fn cmd(a: SweepArgs) -> anyhow::Result<ExitCode> {
         } else {
             a.rate.iter().map(|r| Some(*r as f64)).collect()
         },
+        mixes: Vec::new(),
     };
     if a.ceiling {
         let one = |n: usize, what: &str| {
@@ -147,18 +161,36 @@ pub fn cmd(a: SweepArgs) -> anyhow::Result<ExitCode> {
         }
     }
     // Every cell's spec, checked (and each URL probed) before any load.
-    let base = a.load.spec(
+    let mut base = a.load.spec(
         Shape {
             url: grid.urls[0].clone(),
             connections: grid.connections[0],
             threads: grid.threads[0].min(grid.connections[0]),
-            duration: Some(a.duration),
+            duration,
             requests: None,
             connreqs: grid.connreqs[0],
             rate: grid.rates[0],
         },
         body.len(),
     )?;
+    // The mix, read against each URL (its paths are the URL's server's), every cell of
+    // a URL sending the same requests in the same order.
+    if a.mix.any() {
+        if a.mix.file() == Some("-") && grid.urls.len() > 1 {
+            anyhow::bail!(
+                "standard input is read once: give the mix in a file to sweep several URLs"
+            );
+        }
+        for url in &grid.urls {
+            let mix = a.mix.read(&crate::spec::split_credentials(url).0)?;
+            let mut spec = base.clone();
+            MixFlags::apply(mix, &mut spec, a.duration);
+            grid.mixes.push(spec.mix.clone());
+            if grid.mixes.len() == 1 {
+                base = spec;
+            }
+        }
+    }
     for p in grid.plan(&base) {
         p.spec.check_flags()?;
         super::load::ensure_fd_limit(p.spec.connections)?;
@@ -237,7 +269,17 @@ pub fn cmd(a: SweepArgs) -> anyhow::Result<ExitCode> {
             ceiling: Some(c),
         }
     } else {
-        let cell_s = (a.duration + a.pause).as_secs_f64() * a.repeat.max(1) as f64;
+        // A replay's cell lasts its log's span at its speed (at most -d).
+        let replay_s = base.mix.as_ref().and_then(|m| {
+            let r = m.replay.as_ref()?;
+            Some(r.span_s / r.speed?)
+        });
+        let load_s = match (duration, replay_s) {
+            (Some(d), Some(r)) => d.as_secs_f64().min(r),
+            (Some(d), None) => d.as_secs_f64(),
+            (None, r) => r.unwrap_or(0.0),
+        };
+        let cell_s = (load_s + a.pause.as_secs_f64()) * a.repeat.max(1) as f64;
         let mut each = |k: usize, n: usize, p: &crate::sweep::Planned| {
             if let Some(b) = &bar {
                 let left = (n - k) as f64 * cell_s;

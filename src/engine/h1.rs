@@ -48,8 +48,7 @@ impl<T: Transport> Loop<'_, T> {
                     }
                 },
                 Phase::Writing => {
-                    let r = &self.w.request.each[c.target as usize];
-                    let req = if c.last { &r.last } else { &r.keep };
+                    let req = self.w.request.bytes(c.target, c.last);
                     if c.written < req.len() {
                         match t.write(&req[c.written..]) {
                             Ok(0) => return self.request_failed(c.target, ErrorKind::Write),

@@ -49,7 +49,7 @@ pub struct Worker<T: Transport> {
     pub transport: T::Config,
     /// The requests, built once, and the order they are sent in.
     pub request: Arc<Requests>,
-    /// The requests as HTTP/2 frames (one per target, like `request.each`) when the run
+    /// The requests as HTTP/2 frames (one per target, like `request`) when the run
     /// speaks HTTP/2 (h2c with prior knowledge, or TLS where ALPN chose `h2`); `None` =
     /// HTTP/1.1.
     pub h2: Option<Arc<H2Requests>>,
@@ -107,7 +107,7 @@ impl<T: Transport> Worker<T> {
         Conn {
             transport: None,
             phase: Phase::Retry,
-            parser: ResponseParser::new(self.request.each[0].head),
+            parser: ResponseParser::new(self.request.head(0)),
             buf: vec![0u8; buf].into_boxed_slice(),
             pending: 0,
             written: 0,
@@ -486,8 +486,7 @@ impl<'a, T: Transport> Loop<'a, T> {
         }
         c.permit = false;
         c.target = self.next_target(c);
-        c.parser
-            .set_head(self.w.request.each[c.target as usize].head);
+        c.parser.set_head(self.w.request.head(c.target));
         c.sent += 1;
         c.last = self.w.connreqs.is_some_and(|n| c.sent >= n);
         c.written = 0;

@@ -20,6 +20,7 @@ impl View<Sweep> for SweepText {
             Some(_) => ceiling(s),
             None => grid(s),
         };
+        o.push_str(&super::endpoints::sweep_text(s));
         if s.interrupted {
             o.push_str("interrupted: the cells above are the ones that ran\n");
         }
@@ -185,12 +186,18 @@ fn ceiling(s: &Sweep) -> String {
 }
 
 impl View<Sweep> for SweepCsv {
+    /// A line per cell; a sweep of a mix adds an `endpoint` column (empty on the cell's
+    /// line of all its requests) and a line per endpoint of each cell.
     fn render(&self, s: &Sweep) -> Vec<u8> {
         let mut o = String::new();
-        let dims: Vec<&str> = match &s.ceiling {
+        let mut dims: Vec<&str> = match &s.ceiling {
             Some(_) => vec!["rate"],
             None => s.dims.iter().map(|d| d.name.as_str()).collect(),
         };
+        let mixed = s.cells.iter().any(|c| !c.run.results.endpoints.is_empty());
+        if mixed {
+            dims.push("endpoint");
+        }
         let _ = writeln!(
             o,
             "{}{}requests_per_s,p50_us,p90_us,p99_us,p99_9_us,max_us,errors,non_2xx_3xx,bottleneck",
@@ -199,23 +206,60 @@ impl View<Sweep> for SweepCsv {
         );
         for c in &s.cells {
             let r = &c.run.results;
-            let at = |p| r.latency.at(p).map_or(String::new(), |v| v.to_string());
-            let coords: Vec<String> = c.coords.iter().map(|v| csv_field(v)).collect();
-            let _ = writeln!(
-                o,
-                "{}{}{:.2},{},{},{},{},{},{},{},{}",
-                coords.join(","),
-                if coords.is_empty() { "" } else { "," },
+            let mut coords: Vec<String> = c.coords.iter().map(|v| csv_field(v)).collect();
+            if mixed {
+                coords.push(String::new());
+            }
+            let line = |o: &mut String,
+                        coords: &[String],
+                        l: &crate::run::LatencySummary,
+                        rps: f64,
+                        errors: u64,
+                        non: u64,
+                        b: &str| {
+                let at = |p| l.at(p).map_or(String::new(), |v| v.to_string());
+                let _ = writeln!(
+                    o,
+                    "{}{}{:.2},{},{},{},{},{},{},{},{}",
+                    coords.join(","),
+                    if coords.is_empty() { "" } else { "," },
+                    rps,
+                    at(50.0),
+                    at(90.0),
+                    at(99.0),
+                    at(99.9),
+                    l.max_us,
+                    errors,
+                    non,
+                    b
+                );
+            };
+            line(
+                &mut o,
+                &coords,
+                &r.latency,
                 r.requests_per_s,
-                at(50.0),
-                at(90.0),
-                at(99.0),
-                at(99.9),
-                r.latency.max_us,
                 r.errors.total(),
                 r.non_2xx_3xx,
-                bottleneck(c)
+                bottleneck(c),
             );
+            for e in &r.endpoints {
+                *coords.last_mut().expect("the endpoint column") = csv_field(&e.name);
+                let rps = if r.duration_s > 0.0 {
+                    e.responses as f64 / r.duration_s
+                } else {
+                    0.0
+                };
+                line(
+                    &mut o,
+                    &coords,
+                    &e.latency,
+                    rps,
+                    e.errors,
+                    super::endpoints::non_2xx_3xx_of(e),
+                    "",
+                );
+            }
         }
         o.into_bytes()
     }

@@ -7,11 +7,16 @@
 //! latency counts from each request's due time. Requests whose method carries a body
 //! (the log does not hold it) are skipped and counted.
 
-use std::path::Path;
+use std::borrow::Cow;
+use std::collections::HashMap;
+use std::hash::{BuildHasherDefault, Hasher};
+use std::io::Read;
 use std::sync::Arc;
 
 use serde::{Deserialize, Serialize};
 
+use super::is_token;
+use super::table::{Names, ShapeIndex, Targets};
 use super::targets::{self, MixSpec};
 
 /// `--replay`: what the Run records of the log replayed.
@@ -29,44 +34,148 @@ pub struct ReplaySpec {
     pub span_s: f64,
 }
 
-/// One request read from the log.
+/// One request read from the log (its strings borrowed from the line where they can be).
 #[derive(Debug, Clone, PartialEq)]
-struct Entry {
+struct Entry<'a> {
     t_us: i64,
-    method: String,
-    url: String,
+    method: Cow<'a, str>,
+    url: Cow<'a, str>,
 }
 
 /// Methods whose requests carry a body: not replayable from a log.
 const WITH_BODY: [&str; 3] = ["POST", "PUT", "PATCH"];
 
-/// Reads the log and builds the mix it replays, checked against the run's URL.
-pub fn load(file: &str, run_url: &str, speed: Option<f64>) -> Result<MixSpec, String> {
-    let text = targets::read_capped(file, "replay log")?;
-    from_text(&text, file, run_url, speed)
+/// No key: the end of a chain in [`Keys`].
+const NONE: u32 = u32::MAX;
+
+/// The distinct (method, URL) pairs of a log as read, each once: the URLs back to back
+/// in one string, found again by a hash of the pair (chained on collision). A million
+/// distinct URLs cost their bytes and ~40 bytes each, not two `String`s and a map entry.
+#[derive(Default)]
+struct Keys {
+    methods: Vec<String>,
+    urls: String,
+    /// Per key: its method (index into `methods`) and where its URL ends in `urls`.
+    each: Vec<(u16, u32)>,
+    /// The hash of a pair → the last key added with it; `next` chains the others.
+    by_hash: HashMap<u64, u32, BuildHasherDefault<Already>>,
+    next: Vec<u32>,
 }
 
-/// The mix of a log's text (`label` names it in errors).
+impl Keys {
+    fn url(&self, k: u32) -> &str {
+        let from = match k {
+            0 => 0,
+            k => self.each[k as usize - 1].1 as usize,
+        };
+        &self.urls[from..self.each[k as usize].1 as usize]
+    }
+
+    fn method(&self, k: u32) -> &str {
+        &self.methods[self.each[k as usize].0 as usize]
+    }
+
+    /// The key of `method` and `url`, added if new.
+    fn of(&mut self, method: &str, url: &str) -> Result<u32, String> {
+        let m = match self.methods.iter().position(|x| x == method) {
+            Some(m) => m,
+            None => {
+                if self.methods.len() > u16::MAX as usize {
+                    return Err("more than 65,536 distinct methods".into());
+                }
+                self.methods.push(method.to_string());
+                self.methods.len() - 1
+            }
+        } as u16;
+        let h = hash(m, url.as_bytes());
+        let head = self.by_hash.get(&h).copied().unwrap_or(NONE);
+        let mut k = head;
+        while k != NONE {
+            if self.each[k as usize].0 == m && self.url(k) == url {
+                return Ok(k);
+            }
+            k = self.next[k as usize];
+        }
+        self.urls.push_str(url);
+        let end = u32::try_from(self.urls.len())
+            .map_err(|_| "the log's URLs add up to more than 4 GiB — split it".to_string())?;
+        let k = self.each.len() as u32;
+        self.each.push((m, end));
+        self.next.push(head);
+        self.by_hash.insert(h, k);
+        Ok(k)
+    }
+}
+
+/// A (method, URL) pair's hash: FxHash's multiply-rotate over 8 bytes at a time, then
+/// SplitMix64's finaliser so every bit of the table's index and tag is mixed. A map of a
+/// million URLs with SipHash spent more time hashing than reading the log.
+fn hash(method: u16, url: &[u8]) -> u64 {
+    const K: u64 = 0x517c_c1b7_2722_0a95;
+    let mut h = (method as u64).wrapping_mul(K);
+    let mut chunks = url.chunks_exact(8);
+    for c in &mut chunks {
+        let w = u64::from_le_bytes(c.try_into().expect("8 bytes"));
+        h = (h.rotate_left(5) ^ w).wrapping_mul(K);
+    }
+    let mut tail = [0u8; 8];
+    tail[..chunks.remainder().len()].copy_from_slice(chunks.remainder());
+    h = (h.rotate_left(5) ^ u64::from_le_bytes(tail) ^ url.len() as u64).wrapping_mul(K);
+    h = (h ^ (h >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
+    h = (h ^ (h >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
+    h ^ (h >> 31)
+}
+
+/// The hasher of a map whose keys are hashes already: the key itself.
+#[derive(Default)]
+struct Already(u64);
+
+impl Hasher for Already {
+    fn finish(&self) -> u64 {
+        self.0
+    }
+    fn write(&mut self, _: &[u8]) {
+        unreachable!("only u64 keys")
+    }
+    fn write_u64(&mut self, h: u64) {
+        self.0 = h;
+    }
+}
+
+/// Reads the log and builds the mix it replays, checked against the run's URL.
+pub fn load(file: &str, run_url: &str, speed: Option<f64>) -> Result<MixSpec, String> {
+    from_text(targets::open(file, "replay log")?, file, run_url, speed)
+}
+
+/// The mix of a log's text, read line by line (`label` names it in errors).
 pub fn from_text(
-    text: &str,
+    text: impl Read,
     label: &str,
     run_url: &str,
     speed: Option<f64>,
 ) -> Result<MixSpec, String> {
-    let mut entries = Vec::new();
+    let base = url::Url::parse(run_url).map_err(|e| format!("invalid URL {run_url}: {e}"))?;
+    let mut keys = Keys::default();
+    // Per request: when, which (method, URL), the log's line.
+    let mut entries: Vec<(i64, u32, u32)> = Vec::new();
     let mut skipped = 0u64;
-    for (i, raw) in text.lines().enumerate() {
+    // Consecutive lines often share a second: its time is parsed once.
+    let mut clock = (String::new(), 0i64);
+    targets::each_line(text, "replay log", label, |n, raw| {
+        let err = |m: String| format!("replay log {label} line {n}: {m}");
         let line = raw.trim();
         if line.is_empty() {
-            continue;
+            return Ok(());
         }
-        let e = parse_line(line).map_err(|m| format!("replay log {label} line {}: {m}", i + 1))?;
-        if WITH_BODY.contains(&e.method.as_str()) {
+        let e = parse_line(line, &mut clock).map_err(err)?;
+        if WITH_BODY.contains(&e.method.as_ref()) {
             skipped += 1;
-            continue;
+            return Ok(());
         }
-        entries.push((i + 1, e));
-    }
+        let k = keys.of(&e.method, &e.url).map_err(err)?;
+        entries.push((e.t_us, k, n as u32));
+        Ok(())
+    })?;
     if entries.is_empty() {
         return Err(format!(
             "replay log {label}: no request to replay ({skipped} with a body skipped)"
@@ -74,45 +183,37 @@ pub fn from_text(
     }
     // Access logs are written as requests end: put them back in order of time (stable,
     // so requests of the same second keep the log's order).
-    entries.sort_by_key(|(_, e)| e.t_us);
-    let t0 = entries[0].1.t_us;
-    let span_us = entries.last().map_or(0, |(_, e)| e.t_us - t0);
-    // Each distinct method and URL once, as a targets file would list it.
-    let mut keys: Vec<(String, String)> = Vec::new();
-    let mut index = std::collections::HashMap::new();
+    entries.sort_by_key(|&(t, _, _)| t);
+    let t0 = entries[0].0;
+    let span_us = entries[entries.len() - 1].0 - t0;
+    // Each distinct method and URL is a target, numbered in order of first use and
+    // checked there, as a targets file listing them would be; the error names the log's
+    // line.
+    let mut table = Targets::default();
+    let mut shapes = ShapeIndex::default();
+    let mut names = Names::default();
+    let mut target_of = vec![NONE; keys.each.len()];
     let mut sequence = Vec::with_capacity(entries.len());
-    let mut lines_of = Vec::new();
-    for (n, e) in &entries {
-        let key = (e.method.clone(), e.url.clone());
-        let k = *index.entry(key.clone()).or_insert_with(|| {
-            keys.push(key);
-            lines_of.push(*n);
-            keys.len() - 1
-        });
-        sequence.push(k as u32);
-    }
-    let targets_text: String = keys.iter().map(|(m, u)| format!("{m} {u}\n")).collect();
-    let (mut lines, endpoints) = targets::parse(&targets_text, label, run_url, Path::new("."))
-        .map_err(|m| {
-            // Name the log's line, not the generated list's.
-            match m
-                .split_once(" line ")
-                .and_then(|(_, rest)| rest.split_once(':'))
-            {
-                Some((k, why)) => {
-                    let k: usize = k.parse().unwrap_or(1);
-                    format!("replay log {label} line {}:{why}", lines_of[k - 1])
-                }
-                None => m,
+    for &(_, k, n) in &entries {
+        if target_of[k as usize] == NONE {
+            let err = |m: String| format!("replay log {label} line {n}: {m}");
+            let method = keys.method(k);
+            if !is_token(method) {
+                return Err(err(format!("invalid method `{}`", method.escape_debug())));
             }
-        })?;
-    for l in &mut lines {
-        l.weight = 1;
+            targets::path_of(&base, keys.url(k).trim(), table.paths_mut()).map_err(err)?;
+            let shape = shapes.plain(&mut table, method);
+            let endpoint = names.of_default(method, table.pending_path());
+            target_of[k as usize] = table.len() as u32;
+            table.push(shape, 1, endpoint).map_err(err)?;
+        }
+        sequence.push(target_of[k as usize]);
     }
+    drop(keys);
     let due_us = match speed {
         Some(f) => entries
             .iter()
-            .map(|(_, e)| ((e.t_us - t0) as f64 / f) as u64)
+            .map(|&(t, _, _)| ((t - t0) as f64 / f) as u64)
             .collect(),
         None => Vec::new(),
     };
@@ -120,28 +221,31 @@ pub fn from_text(
         file: label.to_string(),
         seed: targets::DEFAULT_SEED,
         sequential: true,
-        targets: lines.len(),
-        endpoints,
+        targets: table.len(),
+        endpoints: names.names,
         replay: Some(ReplaySpec {
             speed,
             requests: entries.len() as u64,
             skipped_with_body: skipped,
             span_s: span_us as f64 / 1e6,
         }),
-        loaded: Arc::new(lines),
+        loaded: Arc::new(table),
         sequence: Arc::new(sequence),
         due_us: Arc::new(due_us),
     })
 }
 
-/// One line: JSON `{t, method, url}` or combined/common log format.
-fn parse_line(line: &str) -> Result<Entry, String> {
+/// One line: JSON `{t, method, url}` or combined/common log format. `clock` is the last
+/// time text parsed and its value.
+fn parse_line<'a>(line: &'a str, clock: &mut (String, i64)) -> Result<Entry<'a>, String> {
     if line.starts_with('{') {
         #[derive(Deserialize)]
-        struct J {
+        struct J<'a> {
             t: f64,
-            method: Option<String>,
-            url: String,
+            #[serde(borrow)]
+            method: Option<Cow<'a, str>>,
+            #[serde(borrow)]
+            url: Cow<'a, str>,
         }
         let j: J = serde_json::from_str(line).map_err(|e| format!("bad JSON: {e}"))?;
         if !j.t.is_finite() {
@@ -149,10 +253,7 @@ fn parse_line(line: &str) -> Result<Entry, String> {
         }
         return Ok(Entry {
             t_us: (j.t * 1e6) as i64,
-            method: j
-                .method
-                .unwrap_or_else(|| "GET".into())
-                .to_ascii_uppercase(),
+            method: upper(j.method.unwrap_or(Cow::Borrowed("GET"))),
             url: j.url,
         });
     }
@@ -162,12 +263,18 @@ fn parse_line(line: &str) -> Result<Entry, String> {
     };
     let open = line.find('[').ok_or_else(bad)?;
     let close = open + line[open..].find(']').ok_or_else(bad)?;
-    let t_us = parse_clf_time(&line[open + 1..close]).ok_or_else(|| {
-        format!(
-            "bad time `{}`: expected e.g. 10/Oct/2000:13:55:36 -0700",
-            &line[open + 1..close]
-        )
-    })?;
+    let time = &line[open + 1..close];
+    let t_us = if clock.0 == time {
+        clock.1
+    } else {
+        let t = parse_clf_time(time).ok_or_else(|| {
+            format!("bad time `{time}`: expected e.g. 10/Oct/2000:13:55:36 -0700")
+        })?;
+        clock.0.clear();
+        clock.0.push_str(time);
+        clock.1 = t;
+        t
+    };
     let rest = &line[close + 1..];
     let q1 = rest.find('"').ok_or_else(bad)?;
     let q2 = q1 + 1 + rest[q1 + 1..].find('"').ok_or_else(bad)?;
@@ -177,9 +284,18 @@ fn parse_line(line: &str) -> Result<Entry, String> {
     };
     Ok(Entry {
         t_us,
-        method: method.to_ascii_uppercase(),
-        url: url.to_string(),
+        method: upper(Cow::Borrowed(method)),
+        url: Cow::Borrowed(url),
     })
+}
+
+/// `m` in upper case, copied only when it is not already.
+fn upper(m: Cow<'_, str>) -> Cow<'_, str> {
+    if m.bytes().any(|b| b.is_ascii_lowercase()) {
+        Cow::Owned(m.to_ascii_uppercase())
+    } else {
+        m
+    }
 }
 
 /// `10/Oct/2000:13:55:36 -0700` → µs since the Unix epoch.
@@ -249,7 +365,7 @@ mod tests {
             "127.0.0.1 - - [25/Nov/2026:10:00:01 +0000] \"POST /form HTTP/1.1\" 200 5 \"-\" \"x\"\n",
             "127.0.0.1 - - [25/Nov/2026:10:00:04 +0000] \"GET /a HTTP/1.1\" 304 0 \"-\" \"x\"\n",
         );
-        let mix = from_text(log, "access.log", RUN, Some(2.0)).unwrap();
+        let mix = from_text(log.as_bytes(), "access.log", RUN, Some(2.0)).unwrap();
         let r = mix.replay.as_ref().unwrap();
         assert_eq!((r.requests, r.skipped_with_body), (3, 1));
         assert_eq!(r.span_s, 4.0);
@@ -257,15 +373,15 @@ mod tests {
         assert_eq!(*mix.sequence, [0, 1, 0]);
         // Relative to the first, halved by --speed 2.
         assert_eq!(*mix.due_us, [0, 1_000_000, 2_000_000]);
-        assert_eq!(mix.loaded[1].path, "/b?x=1");
-        let max = from_text(log, "access.log", RUN, None).unwrap();
+        assert_eq!(mix.loaded.get(1).path, "/b?x=1");
+        let max = from_text(log.as_bytes(), "access.log", RUN, None).unwrap();
         assert!(max.due_us.is_empty());
     }
 
     #[test]
     fn json_lines_and_errors_name_the_log_line() {
         let mix = from_text(
-            "{\"t\": 100.5, \"url\": \"/a\"}\n{\"t\": 100.25, \"method\": \"head\", \"url\": \"/h\"}\n",
+            "{\"t\": 100.5, \"url\": \"/a\"}\n{\"t\": 100.25, \"method\": \"head\", \"url\": \"/h\"}\n".as_bytes(),
             "l.jsonl",
             RUN,
             Some(1.0),
@@ -274,7 +390,7 @@ mod tests {
         assert_eq!(*mix.due_us, [0, 250_000]);
         assert_eq!(mix.endpoints, ["HEAD /h", "GET /a"]);
         let e = from_text(
-            "{\"t\": 1, \"url\": \"/a\"}\nnot a log line\n",
+            "{\"t\": 1, \"url\": \"/a\"}\nnot a log line\n".as_bytes(),
             "l",
             RUN,
             None,
@@ -282,7 +398,8 @@ mod tests {
         .unwrap_err();
         assert!(e.starts_with("replay log l line 2: not a combined"), "{e}");
         let e = from_text(
-            "{\"t\": 1, \"url\": \"/a\"}\n\n{\"t\": 2, \"url\": \"http://example.com/\"}\n",
+            "{\"t\": 1, \"url\": \"/a\"}\n\n{\"t\": 2, \"url\": \"http://example.com/\"}\n"
+                .as_bytes(),
             "l",
             RUN,
             None,
@@ -290,7 +407,7 @@ mod tests {
         .unwrap_err();
         assert!(e.starts_with("replay log l line 3: URL"), "{e}");
         let e = from_text(
-            "{\"t\": 1, \"method\": \"PUT\", \"url\": \"/a\"}\n",
+            "{\"t\": 1, \"method\": \"PUT\", \"url\": \"/a\"}\n".as_bytes(),
             "l",
             RUN,
             None,

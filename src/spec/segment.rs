@@ -1,8 +1,12 @@
 //! Segments: one process's share of a load split over machines (`--segment I/N`).
 //! Connections and the request budget are split so the N segments add up exactly to the
-//! whole; `loadlens merge` adds their Runs up again.
+//! whole; `loadlens merge` adds their Runs up again. A `--replay` is split by its
+//! requests: segment I sends every N-th of the log's, each at its own due time, so the
+//! segments started together send the log as one process would.
 
-use super::{Spec, SpecError};
+use std::sync::Arc;
+
+use super::{MixSpec, Spec, SpecError};
 
 /// `--segment I/N`: this process runs the I-th of N shares of a load (I from 1).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -40,7 +44,8 @@ impl Spec {
     /// the N segments add up exactly to the whole; the rate split in proportion to the
     /// connections, so every connection keeps the whole load's pace (connections/rate)
     /// and the segments' schedules together are the whole schedule. Threads are capped
-    /// at the segment's connections.
+    /// at the segment's connections. A replay's requests are dealt out as [`replay_share`]
+    /// says (its `-n` is the log's count, so the budgets match the requests dealt).
     pub fn segment(&self, seg: SegmentOf) -> Result<Spec, SpecError> {
         let i = seg.index - 1;
         if seg.count > self.connections {
@@ -50,8 +55,13 @@ impl Spec {
             )));
         }
         if let Some(n) = self.requests.filter(|&n| n < seg.count as u64) {
+            let what = match self.mix.as_ref().and_then(|m| m.replay.as_ref()) {
+                Some(_) if n == 1 => "the replayed log's one request".to_string(),
+                Some(_) => format!("the replayed log's {n} requests"),
+                None => format!("-n {n}"),
+            };
             return Err(SpecError::Flags(format!(
-                "--segment {}/{}: -n {n} cannot be split into {} segments of at least one request",
+                "--segment {}/{}: {what} cannot be split into {} segments of at least one request",
                 seg.index, seg.count, seg.count
             )));
         }
@@ -63,9 +73,41 @@ impl Spec {
             rate: self
                 .rate
                 .map(|r| r * connections as f64 / self.connections as f64),
+            mix: self.mix.as_ref().map(|m| replay_share(m, i, seg.count)),
             ..self.clone()
         })
     }
+}
+
+/// Part `index` (0-based) of `count` of a replay: the log's requests whose place in its
+/// time order is `index` modulo `count` — `share_of(requests, index, count)` of them —
+/// each still due at its time in the whole log (from the log's first request, ÷
+/// `--speed`), not moved up to close the gaps the other segments fill. Dealt one by one
+/// rather than in blocks, every stretch of the log (a second of it, a burst) is shared
+/// out within one request of even, so each segment's load follows the log's shape. The
+/// targets and endpoint names stay the whole log's, so the segments' Runs name their
+/// endpoints alike and `merge` adds them by name; the recorded `replay` stays the whole
+/// log's (merge requires the segments' specs equal but for the split fields). A mix of
+/// `--targets` (no sequence of its own) is the same in every segment.
+fn replay_share(mix: &MixSpec, index: u32, count: u32) -> MixSpec {
+    if mix.sequence.is_empty() {
+        return mix.clone();
+    }
+    MixSpec {
+        sequence: Arc::new(every(&mix.sequence, index, count)),
+        // Empty at `--speed max` (no due times), so empty here too.
+        due_us: Arc::new(every(&mix.due_us, index, count)),
+        ..mix.clone()
+    }
+}
+
+/// The items at `index`, `index + count`, `index + 2 count`, …
+fn every<T: Copy>(v: &[T], index: u32, count: u32) -> Vec<T> {
+    v.iter()
+        .skip(index as usize)
+        .step_by(count as usize)
+        .copied()
+        .collect()
 }
 
 #[cfg(test)]
@@ -106,6 +148,59 @@ mod tests {
             .is_err());
         s.requests = Some(2);
         assert!(s.segment(SegmentOf { index: 1, count: 3 }).is_err());
+    }
+
+    /// A replay's segments deal out the log's requests in turn, each at its due time in
+    /// the whole log: together, request for request, the whole replay.
+    #[test]
+    fn a_replay_is_dealt_out_at_its_own_times() {
+        let log: String = (0..7)
+            .map(|i| format!("{{\"t\": {}, \"url\": \"/{}\"}}\n", i as f64 * 0.5, i % 3))
+            .collect();
+        for speed in [Some(2.0), None] {
+            let mut s = spec("http://127.0.0.1/");
+            s.connections = 4;
+            let mix = super::super::replay::from_text(log.as_bytes(), "l", &s.url, speed).unwrap();
+            s.requests = Some(mix.replay.as_ref().unwrap().requests);
+            s.mix = Some(mix);
+            let whole = s.mix.as_ref().unwrap();
+            let parts: Vec<Spec> = (1..=3)
+                .map(|i| s.segment(SegmentOf { index: i, count: 3 }).unwrap())
+                .collect();
+            let mut sent = Vec::new();
+            for (i, p) in parts.iter().enumerate() {
+                let m = p.mix.as_ref().unwrap();
+                assert_eq!(p.requests, Some(m.sequence.len() as u64));
+                assert_eq!(
+                    m.due_us.len(),
+                    if speed.is_some() { m.sequence.len() } else { 0 }
+                );
+                // The whole log's targets, names and record in every segment.
+                assert_eq!(m.endpoints, whole.endpoints);
+                assert_eq!(m.targets, whole.targets);
+                assert_eq!(m.replay.as_ref().unwrap().requests, 7);
+                for (k, &t) in m.sequence.iter().enumerate() {
+                    let at = m.due_us.get(k).copied();
+                    sent.push((i + 3 * k, t, at));
+                }
+            }
+            assert_eq!(
+                parts
+                    .iter()
+                    .map(|p| p.requests.unwrap())
+                    .collect::<Vec<_>>(),
+                [3, 2, 2]
+            );
+            sent.sort();
+            let want: Vec<_> = (0..7)
+                .map(|j| (j, whole.sequence[j], whole.due_us.get(j).copied()))
+                .collect();
+            assert_eq!(sent, want);
+            if speed.is_some() {
+                // Segment 2's first request is the log's second: due 0.5 s ÷ 2 in.
+                assert_eq!(parts[1].mix.as_ref().unwrap().due_us[0], 250_000);
+            }
+        }
     }
 
     #[test]

@@ -6,7 +6,7 @@
 pub mod ceiling;
 
 use crate::run::{Cell, Dim, Run, Sweep, SWEEP_SCHEMA_VERSION};
-use crate::spec::Spec;
+use crate::spec::{MixSpec, Spec};
 
 /// The values given for each dimension; a dimension with one value does not vary.
 #[derive(Debug, Clone, Default)]
@@ -18,6 +18,9 @@ pub struct Grid {
     pub connreqs: Vec<Option<u32>>,
     /// `None` = closed loop.
     pub rates: Vec<Option<f64>>,
+    /// `--targets`/`--replay`: the mix read against each URL, in `urls`' order (empty:
+    /// the base spec's, or one request).
+    pub mixes: Vec<Option<MixSpec>>,
 }
 
 /// One planned cell: its coordinates along the varying dimensions and its spec.
@@ -78,7 +81,12 @@ impl Grid {
     pub fn plan(&self, base: &Spec) -> Vec<Planned> {
         let dims = self.dims();
         let mut out = Vec::new();
-        for raw in &self.urls {
+        for (u, raw) in self.urls.iter().enumerate() {
+            let mix = self
+                .mixes
+                .get(u)
+                .cloned()
+                .unwrap_or_else(|| base.mix.clone());
             // Each URL's own credentials (the base has the first URL's).
             let (url, authorization) = crate::spec::split_credentials(raw);
             let url = &url;
@@ -93,6 +101,7 @@ impl Grid {
                                 connreqs: *connreqs,
                                 rate: *rate,
                                 authorization: authorization.clone(),
+                                mix: mix.clone(),
                                 ..base.clone()
                             };
                             let coords = dims
@@ -183,6 +192,7 @@ pub(crate) mod tests {
             threads: vec![2],
             connreqs: vec![Some(1), Some(4), None],
             rates: vec![None],
+            mixes: Vec::new(),
         };
         let dims = g.dims();
         let names: Vec<&str> = dims.iter().map(|d| d.name.as_str()).collect();
@@ -213,6 +223,7 @@ pub(crate) mod tests {
             threads: vec![1],
             connreqs: vec![None],
             rates: vec![None],
+            mixes: Vec::new(),
         };
         let (_, first) = crate::spec::split_credentials(&g.urls[0]);
         let plan = g.plan(&Spec {

@@ -7,9 +7,9 @@
 pub mod bad_server;
 
 use std::collections::HashMap;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::process::{Child, Command};
-use std::time::{Duration, Instant};
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use serde_json::Value;
 
@@ -47,6 +47,43 @@ fn json_of(mut cmd: Command, args: &[&str]) -> Value {
         String::from_utf8_lossy(&out.stderr)
     );
     serde_json::from_str(&std::fs::read_to_string(&out_path).unwrap()).unwrap()
+}
+
+/// Seconds since the Unix epoch (what `--start-at` takes).
+pub fn unix_now() -> f64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .unwrap()
+        .as_secs_f64()
+}
+
+/// Starts segments 1..=n of `loadlens run ARGS` at once (all due at the same
+/// `--start-at`), each writing its Run to DIR/seg-I.json; waits for all and returns the
+/// files.
+pub fn run_segments(dir: &Path, n: u32, args: &[&str], start_at: f64) -> Vec<PathBuf> {
+    let children: Vec<(PathBuf, Child)> = (1..=n)
+        .map(|i| {
+            let f = dir.join(format!("seg-{i}.json"));
+            let child = loadlens()
+                .arg("run")
+                .args(args)
+                .args(["--segment", &format!("{i}/{n}")])
+                .args(["--start-at", &format!("{start_at:.3}")])
+                .arg("--json")
+                .arg(&f)
+                .arg("-q")
+                .spawn()
+                .unwrap();
+            (f, child)
+        })
+        .collect();
+    children
+        .into_iter()
+        .map(|(f, c)| {
+            assert_ok(&c.wait_with_output().unwrap());
+            f
+        })
+        .collect()
 }
 
 pub fn u(v: &Value, path: &str) -> u64 {

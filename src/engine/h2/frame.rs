@@ -121,7 +121,7 @@ pub struct RequestFrames {
     pub body_len: usize,
 }
 
-/// The run's requests as HTTP/2 frames, one per target (like `spec::Requests::each`).
+/// The run's requests as HTTP/2 frames, one per target (like `spec::Requests`).
 #[derive(Debug, Clone)]
 pub struct H2Requests {
     pub each: Vec<RequestFrames>,
@@ -141,7 +141,7 @@ impl H2Requests {
                 .iter()
                 .map(|t| {
                     let (s, tg) = t.apply(spec, target);
-                    RequestFrames::build(&s, &tg, &t.body)
+                    RequestFrames::build(&s, &tg, t.body)
                 })
                 .collect::<Result<_, _>>()?,
         };

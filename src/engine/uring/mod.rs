@@ -124,7 +124,7 @@ struct Uring<'a> {
     deferred: bool,
     /// Slots inside a large body: at the next wait, the rest is discarded unread.
     discards: Vec<usize>,
-    /// Per target (`Requests::each`): its last response had a large body, so its next
+    /// Per target (`Requests::len` of them): its last response had a large body, so its next
     /// requests are received head first (`recv.rs`) and a large body is not copied
     /// before its head is seen. Per target, not per run: one small response (a
     /// connection's first, copied whole by a multishot receive armed before anything
@@ -180,7 +180,7 @@ pub fn run(w: &Worker<Plain>) -> io::Result<ThreadStats> {
         armed: 0,
         deferred,
         discards: Vec::new(),
-        large: vec![false; w.request.each.len()],
+        large: vec![false; w.request.len()],
         addr,
         addr_len,
         domain: if w.addr.is_ipv4() {
@@ -188,11 +188,7 @@ pub fn run(w: &Worker<Plain>) -> io::Result<ThreadStats> {
         } else {
             libc::AF_INET6
         },
-        nodelay: w
-            .request
-            .each
-            .iter()
-            .any(|r| r.keep.len().max(r.last.len()) > 1400),
+        nodelay: w.request.max_len > 1400,
         max_carry: w.read_buffer,
         msghdr: {
             // SAFETY: msghdr is plain data, valid when zeroed (no name, no iovec).
@@ -469,8 +465,7 @@ impl Uring<'_> {
             return;
         };
         let c = &mut self.conns[i];
-        let r = &self.lp.w.request.each[c.target as usize];
-        let req = if c.last { &r.last } else { &r.keep };
+        let req = self.lp.w.request.bytes(c.target, c.last);
         let sqe = opcode::Send::new(types::Fd(fd), req.as_ptr(), req.len() as u32)
             .flags(libc::MSG_WAITALL | libc::MSG_NOSIGNAL)
             .build()

@@ -39,6 +39,7 @@ impl View<Sweep> for Html {
         }
         heat_maps(&mut body, s);
         cells(&mut body, s);
+        super::super::endpoints::sweep_html(&mut body, s);
         let text = SweepText.render(s);
         let _ = write!(
             body,
