@@ -42,6 +42,8 @@ if [ "$what" = bench ]; then
   want h2load nghttp2-client
   # bench/vs-peers compiles its floor client (bench/floor.c) against liburing.
   want gcc gcc
+  # bench/vs-peers makes its TLS modes' certificate with openssl.
+  want openssl openssl
   [ -f /usr/include/liburing.h ] || need+=(liburing-dev)
 fi
 

@@ -4,6 +4,7 @@
 use std::time::Instant;
 
 use super::frame::{H2Requests, INITIAL_WINDOW};
+use super::hpack;
 use crate::engine::stats::ErrorKind;
 
 /// Most bytes of request bodies queued for a connection's socket at a time: the rest
@@ -36,10 +37,8 @@ pub(in crate::engine) struct Stream {
 /// One HTTP/2 connection's state, kept in its slot and reused by the connections that
 /// follow on it.
 pub(in crate::engine) struct H2Conn {
-    pub(in crate::engine) decoder: httlib_hpack::Decoder<'static>,
-    /// The header block being decoded (the decoder consumes a `Vec`) and its fields.
-    pub(in crate::engine) scratch: Vec<u8>,
-    pub(in crate::engine) fields: Vec<(Vec<u8>, Vec<u8>, u8)>,
+    /// The responses' HPACK state (its buffers kept across the slot's connections).
+    decoder: hpack::Decoder,
     /// Streams in flight (at most `--max-concurrent-streams`; removed by swap).
     pub(in crate::engine) streams: Vec<Stream>,
     pub(in crate::engine) next_id: u32,
@@ -74,8 +73,7 @@ pub(in crate::engine) struct H2Conn {
 impl H2Conn {
     pub(super) fn new(streams: usize, request_len: usize) -> H2Conn {
         H2Conn::with_buffers(
-            Vec::with_capacity(4096),
-            Vec::with_capacity(32),
+            hpack::Decoder::new(),
             Vec::with_capacity(streams),
             Vec::with_capacity(streams * request_len + 1024),
             Vec::new(),
@@ -84,21 +82,17 @@ impl H2Conn {
 
     /// A connection's initial state around these buffers (emptied).
     fn with_buffers(
-        mut scratch: Vec<u8>,
-        mut fields: Vec<(Vec<u8>, Vec<u8>, u8)>,
+        mut decoder: hpack::Decoder,
         mut streams: Vec<Stream>,
         mut out: Vec<u8>,
         mut block: Vec<u8>,
     ) -> H2Conn {
-        scratch.clear();
-        fields.clear();
+        decoder.reset();
         streams.clear();
         out.clear();
         block.clear();
         H2Conn {
-            decoder: httlib_hpack::Decoder::default(),
-            scratch,
-            fields,
+            decoder,
             streams,
             next_id: 1,
             out,
@@ -122,8 +116,7 @@ impl H2Conn {
     /// the open loop's claimed permits and due time carry over to it.
     pub(super) fn reset(&mut self) {
         let mut fresh = H2Conn::with_buffers(
-            std::mem::take(&mut self.scratch),
-            std::mem::take(&mut self.fields),
+            std::mem::take(&mut self.decoder),
             std::mem::take(&mut self.streams),
             std::mem::take(&mut self.out),
             std::mem::take(&mut self.block),
@@ -171,17 +164,6 @@ impl H2Conn {
     /// Decodes a header block (keeping the connection's HPACK table in step) and
     /// returns its `:status` (0 when it has none, e.g. trailers).
     pub(super) fn decode_status(&mut self, block: &[u8]) -> Result<u16, ErrorKind> {
-        self.scratch.clear();
-        self.scratch.extend_from_slice(block);
-        self.fields.clear();
-        self.decoder
-            .decode(&mut self.scratch, &mut self.fields)
-            .map_err(|_| ErrorKind::Parse)?;
-        Ok(self
-            .fields
-            .iter()
-            .find(|(n, _, _)| n == b":status")
-            .and_then(|(_, v, _)| std::str::from_utf8(v).ok()?.parse().ok())
-            .unwrap_or(0))
+        self.decoder.status(block).map_err(|_| ErrorKind::Parse)
     }
 }
