@@ -13,7 +13,7 @@ pub mod testbed;
 pub mod time_scenarios;
 pub mod world;
 
-pub use scenarios::BUSY_LOOP;
+pub use time_scenarios::BUSY_LOOP;
 
 use std::fmt::Write as _;
 use std::path::Path;

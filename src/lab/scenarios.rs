@@ -1,12 +1,10 @@
 //! The scenarios: each a published setup, its fault, its fix, and the counter that shows
 //! both. Sources are the write-ups in `shared/reading/`.
 
-use std::time::Duration;
-
-use super::scenario::{args, counter, listen, url, Beside, Key, Moves, Scenario, Setup};
-use super::servers::{children, start_nginx, start_php_fpm, start_upstream, Nginx};
+use super::scenario::{args, counter, listen, url, Key, Moves, Scenario, Setup};
+use super::servers::{start_nginx, start_php_fpm, start_upstream, Nginx};
 use super::world::World;
-use crate::run::{OtherProcess, Role, Run};
+use crate::run::{Role, Run};
 
 /// Starts the front nginx (`n`, its `listen` set to the server address) inside the
 /// server namespace, ready once the client namespace can connect. Returns its pid.
@@ -32,22 +30,6 @@ fn proc_max(run: &Run, role: Role, f: fn(&crate::run::ProcRates) -> Option<f64>)
         .filter(|p| p.role == role && p.is_front())
         .filter_map(f)
         .fold(None, |m: Option<f64>, v| Some(m.map_or(v, |m| m.max(v))))
-}
-
-/// The command name of cpu-contention's busy loop (a script's name is its comm).
-pub const BUSY_LOOP: &str = "busy-loop";
-
-/// The busy loop's CPU % over the window; when it is not among the other processes
-/// listed, the most it can have had (the least listed, or the listing's bar).
-fn busy_loop_cpu(run: &Run) -> Option<f64> {
-    let others = &run.evidence.as_ref()?.window.other_processes;
-    if let Some(o) = others.iter().find(|o| o.comm == BUSY_LOOP) {
-        return Some(o.cpu_pct);
-    }
-    Some(match others.last() {
-        Some(o) if others.len() >= OtherProcess::LISTED => o.cpu_pct,
-        _ => OtherProcess::MIN_PCT,
-    })
 }
 
 fn non_2xx_and_timeouts(run: &Run) -> Option<f64> {
@@ -287,107 +269,6 @@ pub fn all() -> Vec<Scenario> {
                     },
                 )?;
                 Ok(Setup::new(url("/1k.bin"), &["-c", "100", "--connreqs", "1"], vec![pid]))
-            },
-        },
-        Scenario {
-            name: "cpu-contention",
-            summary: "a CPU hog on the core of the single nginx worker",
-            source: "nginx-tail-latencies.txt (run-queue delay from a process hogging the worker's CPU)",
-            fault: "a busy loop pinned to the worker's CPU at normal priority",
-            fix: "the hog moved to SCHED_IDLE (`chrt --idle 0`): it only runs when the worker does not",
-            expected_finding: "run-queue-delay",
-            key: Key {
-                // The busy loop's own share of the worker's CPU, not the worker's run
-                // delay: any other job on that CPU delays the worker too (under EEVDF a
-                // nice-19 loop or build still takes turns: 35-320 ms/s after the fix,
-                // with 4.5 on a quiet machine), while this moves with the fault: 47-50%
-                // → 2-3.5% quiet or beside a nice-19 busy loop (÷14-25). A heavy host
-                // load on the client's CPU slows the client, and the SCHED_IDLE loop
-                // fills the worker's idle gaps: ÷5.0-5.7 beside three nice-19 rustc
-                // and a dd, ÷1.6 at worst beside a build before the world's files
-                // moved to tmpfs.
-                label: "busy loop CPU %",
-                read: busy_loop_cpu,
-                moves: Moves::Down(5.0),
-            },
-            build: |w, fixed| {
-                w.two_hosts()?;
-                let s = w.server();
-                let pid = start_front(w, Nginx {
-                        main_extra: "worker_cpu_affinity 10;".into(),
-                        ..Nginx::default()
-                    })?;
-                // A script of its own name, so the Run (and its finding) names the
-                // busy loop apart from any other shell on the machine.
-                let script = w.dir.join(BUSY_LOOP);
-                std::fs::write(&script, "#!/bin/sh\nwhile :; do :; done\n")?;
-                std::fs::set_permissions(
-                    &script,
-                    std::os::unix::fs::PermissionsExt::from_mode(0o755),
-                )?;
-                let script = script.display().to_string();
-                let mut hog = vec!["taskset", "-c", "1"];
-                if fixed {
-                    hog.extend(["chrt", "--idle", "0"]);
-                }
-                hog.push(&script);
-                w.spawn(&s, "hog", &hog)?;
-                // The off-CPU watch costs a worker that shares its CPU run delay of its
-                // own (after the fix: 126-141 ms/s with it, 20-22 without, over two
-                // interleaved runs each), the very key this scenario moves: off here.
-                // The load generator stays off the worker's CPU (the contention is the
-                // busy loop's; loadlens beside the worker measured 106 ms/s after the fix
-                // in a debug build).
-                Ok(Setup {
-                    client_prefix: vec!["taskset".into(), "-c".into(), "0".into()],
-                    ..Setup::new(
-                        url("/1k.bin"),
-                        &["-c", "20", "-t", "1", "--no-offcpu"],
-                        vec![pid],
-                    )
-                })
-            },
-        },
-        Scenario {
-            name: "event-loop-stall",
-            summary: "the nginx worker blocks 150 ms every second",
-            source: "nginx-tail-latencies.txt (a blocking log reopen stalls every connection of the worker)",
-            fault: "the worker is stopped (SIGSTOP) for 150 ms every second, as a blocking call would",
-            fix: "nothing blocks the worker",
-            expected_finding: "event-loop-stall",
-            key: Key {
-                // Counted, not timed: every stop holds each connection's request for
-                // the rest of its 150 ms, so a run of 3 s has 2-3 stops of 20 slow
-                // responses each. The threshold sits above what a busy host adds on its
-                // own (a nice-19 loop beside the fixed worker: one 102 ms response in
-                // 1 of 5 runs; p99.99 had read it as the fault).
-                label: "responses slower than 125 ms",
-                read: |r| {
-                    let h = r.results.latency.decode().ok()?;
-                    Some(h.count_between(125_000, h.max().max(125_000)) as f64)
-                },
-                // measured 40-60 → 0 over 6 runs beside a nice-19 loop (2 cores).
-                moves: Moves::Down(5.0),
-            },
-            build: |w, fixed| {
-                w.two_hosts()?;
-                let pid = start_front(w, Nginx { ..Nginx::default() })?;
-                let beside = (!fixed).then(|| {
-                    let workers = children(pid);
-                    Beside::every(Duration::from_millis(850), move || {
-                        for &wk in &workers {
-                            unsafe { libc::kill(wk, libc::SIGSTOP) };
-                        }
-                        std::thread::sleep(Duration::from_millis(150));
-                        for &wk in &workers {
-                            unsafe { libc::kill(wk, libc::SIGCONT) };
-                        }
-                    })
-                });
-                Ok(Setup {
-                    beside,
-                    ..Setup::new(url("/1k.bin"), &["-c", "20"], vec![pid])
-                })
             },
         },
         Scenario {
