@@ -3,6 +3,7 @@
 //! from the workers' ticks. Measurement only: nothing here prints (progress goes through
 //! the [`Progress`] callback the caller supplies).
 
+mod arrival;
 mod budget;
 mod conn;
 mod h1;
