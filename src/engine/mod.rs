@@ -6,6 +6,7 @@
 mod arrival;
 mod budget;
 mod conn;
+mod gather;
 mod h1;
 pub mod h2;
 pub mod http;
