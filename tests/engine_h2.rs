@@ -60,6 +60,9 @@ fn h2c_with_ten_streams_per_connection_matches_the_access_log() {
     assert!(log.iter().any(|l| l.connection_requests > 100));
     assert_eq!(u(&run, "results.phases.ttfb.count"), 3000);
     assert_eq!(u(&run, "results.phases.body.count"), 3000);
+    // Every response ended at its kernel arrival time, and its wait for the loop (which
+    // lets responses gather in closed loop) was recorded apart.
+    assert_eq!(u(&run, "results.phases.held.count"), 3000);
 }
 
 #[test]
@@ -87,6 +90,8 @@ fn https_chooses_h2_by_alpn_and_h1_forces_http_1_1() {
     assert_no_errors(&run);
     let opened = u(&run, "results.connections_opened");
     assert_eq!(u(&run, "results.phases.tls_handshake.count"), opened);
+    // Arrival times through rustls too (it reads the socket with `recvmsg`).
+    assert_eq!(u(&run, "results.phases.held.count"), 2000);
 
     let run = run_json(&[
         "-n",

@@ -3,8 +3,10 @@
 //! from the workers' ticks. Measurement only: nothing here prints (progress goes through
 //! the [`Progress`] callback the caller supplies).
 
+mod arrival;
 mod budget;
 mod conn;
+mod gather;
 mod h1;
 pub mod h2;
 pub mod http;

@@ -6,10 +6,14 @@
 
 use std::io::{self, Read, Write};
 use std::net::SocketAddr;
+use std::os::fd::{AsRawFd, RawFd};
 use std::sync::Arc;
+use std::time::Instant;
 
 use mio::net::TcpStream;
 use rustls::pki_types::ServerName;
+
+use super::arrival;
 
 /// A byte stream to the server.
 pub trait Transport: Sized {
@@ -38,6 +42,14 @@ pub trait Transport: Sized {
         None
     }
     fn read(&mut self, buf: &mut [u8]) -> io::Result<usize>;
+    /// Asks the kernel to timestamp the bytes arriving on the socket (`arrival.rs`), for
+    /// `read_stamped`; `true` if it will.
+    fn stamp_arrivals(&mut self) -> bool {
+        arrival::enable(self.socket().as_raw_fd()).is_ok()
+    }
+    /// `read`, with the kernel's arrival time of the last bytes read from the socket
+    /// once `stamp_arrivals` has asked for it.
+    fn read_stamped(&mut self, buf: &mut [u8]) -> io::Result<(usize, Option<Instant>)>;
     fn write(&mut self, buf: &[u8]) -> io::Result<usize>;
     /// Pushes out bytes buffered inside the transport (TLS records). `Ok(true)` when
     /// nothing is left.
@@ -96,6 +108,9 @@ impl Transport for Plain {
     }
     fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
         self.stream.read(buf)
+    }
+    fn read_stamped(&mut self, buf: &mut [u8]) -> io::Result<(usize, Option<Instant>)> {
+        arrival::recv(self.stream.as_raw_fd(), buf)
     }
     fn write(&mut self, buf: &[u8]) -> io::Result<usize> {
         self.stream.write(buf)
@@ -203,12 +218,33 @@ pub struct Tls {
     stream: TcpStream,
     tls: rustls::ClientConnection,
     tcp_up: bool,
+    /// The arrival time of the last records read from the socket, once stamped.
+    arrived: Option<Instant>,
+}
+
+/// The socket as rustls reads it, through `recvmsg` for the arrival time.
+struct Stamped<'a> {
+    fd: RawFd,
+    arrived: &'a mut Option<Instant>,
+}
+
+impl Read for Stamped<'_> {
+    fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
+        let (n, at) = arrival::recv(self.fd, buf)?;
+        if at.is_some() {
+            *self.arrived = at;
+        }
+        Ok(n)
+    }
 }
 
 impl Tls {
     /// Reads TLS records from the socket into rustls. `Ok(false)` at EOF.
     fn fill(&mut self) -> io::Result<bool> {
-        let n = self.tls.read_tls(&mut self.stream)?;
+        let n = self.tls.read_tls(&mut Stamped {
+            fd: self.stream.as_raw_fd(),
+            arrived: &mut self.arrived,
+        })?;
         self.tls
             .process_new_packets()
             .map_err(|e| io::Error::new(io::ErrorKind::InvalidData, e))?;
@@ -228,6 +264,7 @@ impl Transport for Tls {
             stream: new_socket(addr)?,
             tls,
             tcp_up: false,
+            arrived: None,
         })
     }
     fn socket(&mut self) -> &mut TcpStream {
@@ -277,6 +314,11 @@ impl Transport for Tls {
                 return Ok(0);
             }
         }
+    }
+    fn read_stamped(&mut self, buf: &mut [u8]) -> io::Result<(usize, Option<Instant>)> {
+        // Plaintext rustls already held came with the records last read: their time.
+        let n = self.read(buf)?;
+        Ok((n, self.arrived))
     }
     fn write(&mut self, buf: &[u8]) -> io::Result<usize> {
         let n = self.tls.writer().write(buf)?;

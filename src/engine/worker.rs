@@ -25,6 +25,7 @@ use mio::{Events, Interest, Poll, Token};
 
 pub(super) use super::budget::{Budget, RESEND, UNCOUNTED};
 use super::conn::{Conn, Next, Phase};
+use super::gather::Gather;
 use super::h2::frame::H2Requests;
 use super::http::ResponseParser;
 use super::pace::PaceTimer;
@@ -152,6 +153,10 @@ impl<T: Transport> Worker<T> {
             None => None,
         };
         let mut armed: Option<Instant> = None;
+        // HTTP/2 in closed loop lets responses gather (`gather.rs`); their times are the
+        // kernel's arrival times, so what the hold adds shows only as `held`.
+        let mut gather = (self.h2.is_some() && self.pace.is_none())
+            .then(|| Gather::new(now, self.connections * self.streams as usize));
         let mut next_sweep = now + SWEEP;
         let mut next_tick = self.start + TICK;
         loop {
@@ -182,6 +187,7 @@ impl<T: Transport> Worker<T> {
                 Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
                 Err(e) => return Err(e),
             }
+            let batch_from = lp.stats.responses;
             for ev in events.iter() {
                 let i = ev.token().0;
                 if i == TIMER {
@@ -199,6 +205,12 @@ impl<T: Transport> Worker<T> {
                     c.drained = false;
                 }
                 lp.drive(c, i, Instant::now());
+            }
+            if let Some(hold) = gather
+                .as_ref()
+                .and_then(|g| g.hold(lp.stats.responses - batch_from))
+            {
+                std::thread::sleep(hold);
             }
             self.live
                 .responses
@@ -221,6 +233,9 @@ impl<T: Transport> Worker<T> {
                 }
             }
             if now >= next_sweep {
+                if let Some(g) = gather.as_mut() {
+                    g.measure(now, lp.stats.responses);
+                }
                 for (i, c) in conns.iter_mut().enumerate() {
                     lp.sweep(c, i, now);
                 }

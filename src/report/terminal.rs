@@ -275,7 +275,7 @@ fn percentile_lines(o: &mut String, l: &LatencySummary) {
 
 /// The compact phase line: p50/p99 of each phase that has values, e.g.
 /// `  Phases p50/p99  dns 3us  connect 41us/180us  tls 1.2ms/3.1ms  ttfb 80us/400us  body 0us/12us`
-/// (and `held`, io_uring's batching wait, not part of the others).
+/// (and `held`, the wait of batching (io_uring; HTTP/2 on epoll), not part of the others).
 pub fn phase_line(r: &crate::run::LoadResults) -> Option<String> {
     let p = r.phases.as_ref()?;
     let mut line = format!("  Phases p50/p99  dns {}", short_us(p.dns_us));

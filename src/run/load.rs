@@ -130,11 +130,11 @@ pub struct Phases {
     /// Body: the response's first byte read to its last, one value per response (0 µs
     /// when the whole response arrived in one read).
     pub body: LatencySummary,
-    /// io_uring only: how long a response's last bytes waited in the client's socket
-    /// (from the kernel's arrival timestamp) before the loop handled them — the price
-    /// of gathering completions into batches, kept out of the latency, ttfb and body
-    /// above, which end at the arrival time. `None` on epoll, whose times are taken
-    /// when the loop reads.
+    /// How long a response's last bytes waited in the client's socket (from the
+    /// kernel's arrival timestamp) before the loop handled them — the price of
+    /// gathering responses into batches (io_uring's completions; HTTP/2's responses on
+    /// epoll), kept out of the latency, ttfb and body above, which end at the arrival
+    /// time. `None` for HTTP/1.1 on epoll, whose times are taken when the loop reads.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub held: Option<LatencySummary>,
 }

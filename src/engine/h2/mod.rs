@@ -57,6 +57,10 @@ impl<T: Transport> Loop<'_, T> {
         let h =
             c.h2.get_or_insert_with(|| Box::new(H2Conn::new(m, frames.max_bytes)));
         h.reset();
+        // Responses end at their kernel arrival time (the loop may let them gather).
+        if let Some(t) = c.transport.as_mut() {
+            t.stamp_arrivals();
+        }
         frame::preface(&mut h.out);
         c.phase = Phase::H2;
         c.since = now;
@@ -244,8 +248,8 @@ impl<T: Transport> Loop<'_, T> {
                 return Next::Wait;
             };
             let space = c.buf.len() - c.pending;
-            let n = match t.read(&mut c.buf[c.pending..]) {
-                Ok(n) => n,
+            let (n, arrived) = match t.read_stamped(&mut c.buf[c.pending..]) {
+                Ok(r) => r,
                 Err(e) if e.kind() == io::ErrorKind::WouldBlock => return Next::Wait,
                 Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
                 Err(_) => return self.h2_fail(c, ErrorKind::Read),
@@ -257,6 +261,9 @@ impl<T: Transport> Loop<'_, T> {
                 return self.h2_fail(c, ErrorKind::Read);
             }
             let end = c.pending + n;
+            // The frames end (responses, first bytes) when their bytes arrived.
+            let when = arrived.unwrap_or(now);
+            let before = self.stats.responses;
             let mut at = 0;
             while end - at >= HEAD {
                 let f = FrameHead::parse(&c.buf[at..end]);
@@ -270,8 +277,16 @@ impl<T: Transport> Loop<'_, T> {
                 let payload = at + HEAD..at + HEAD + f.len;
                 at = payload.end;
                 let h = c.h2.as_deref_mut().expect("HTTP/2 state");
-                if let Err(k) = self.h2_frame(h, f, &c.buf[payload], now) {
+                if let Err(k) = self.h2_frame(h, f, &c.buf[payload], when) {
                     return self.h2_fail(c, k);
+                }
+            }
+            if arrived.is_some() {
+                // How long the responses waited in the socket for the loop.
+                let done = self.stats.responses - before;
+                if done > 0 {
+                    let held = us_between(when, now);
+                    self.stats.phases.held.saturating_record_n(held, done);
                 }
             }
             c.buf.copy_within(at..end, 0);
@@ -288,13 +303,13 @@ impl<T: Transport> Loop<'_, T> {
         }
     }
 
-    /// Acts on one frame.
+    /// Acts on one frame, whose bytes arrived at `arrived` (a response ends then).
     fn h2_frame(
         &mut self,
         h: &mut H2Conn,
         f: FrameHead,
         p: &[u8],
-        now: Instant,
+        arrived: Instant,
     ) -> Result<(), ErrorKind> {
         if h.block_stream != 0 && f.ty != frame::CONTINUATION {
             // A header block must not be interrupted (RFC 9113 §6.10).
@@ -316,7 +331,7 @@ impl<T: Transport> Loop<'_, T> {
                         s.recv = 0;
                     }
                     if f.flags & frame::END_STREAM != 0 {
-                        self.h2_complete(h, i, now);
+                        self.h2_complete(h, i, arrived);
                     }
                 }
             }
@@ -335,7 +350,7 @@ impl<T: Transport> Loop<'_, T> {
                 let ends = f.flags & frame::END_STREAM != 0;
                 if f.flags & frame::END_HEADERS != 0 {
                     let status = h.decode_status(frag)?;
-                    self.h2_headers(h, f.stream, status, ends, now);
+                    self.h2_headers(h, f.stream, status, ends, arrived);
                 } else {
                     h.block.clear();
                     h.block.extend_from_slice(frag);
@@ -354,7 +369,7 @@ impl<T: Transport> Loop<'_, T> {
                     h.block = block;
                     let (id, ends) = (h.block_stream, h.block_ends_stream);
                     h.block_stream = 0;
-                    self.h2_headers(h, id, status?, ends, now);
+                    self.h2_headers(h, id, status?, ends, arrived);
                 }
             }
             frame::RST_STREAM => {

@@ -33,12 +33,13 @@ use std::time::{Duration, Instant};
 
 use io_uring::{cqueue, opcode, squeue, types, IoUring};
 
+use super::arrival::clocks;
 use super::conn::{Conn, Next, Phase};
 use super::stats::{ErrorKind, ThreadStats};
 use super::transport::Plain;
 use super::worker::{Loop, Overdue, Worker, SWEEP, TICK};
 use bufring::BufRing;
-use sys::{build, clocks, set_flag, sockaddr, GetEventsArg, OneShot};
+use sys::{build, set_flag, sockaddr, GetEventsArg, OneShot};
 
 const CONNECT: u8 = 1;
 const RECV: u8 = 2;

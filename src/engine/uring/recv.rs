@@ -11,14 +11,14 @@
 //! - a discard of a Content-Length body's rest (`MSG_TRUNC`): counted, never copied.
 
 use std::io;
-use std::time::{Duration, Instant};
+use std::time::Instant;
 
 use io_uring::{cqueue, opcode, squeue, types};
 
+use super::super::arrival::{arrival_ns, on_clock};
 use super::super::conn::{Next, Phase};
 use super::super::http::Complete;
 use super::super::stats::{us_between, ErrorKind};
-use super::sys::arrival_ns;
 use super::{
     ends_writer, user_data, Discarding, OneShot, Uring, CONNECT, DISCARD, DISCARD_MIN, HEAD,
     HEAD_LEN, IGNORED, QUIESCE, RECV, SEND,
@@ -356,9 +356,8 @@ impl Uring<'_> {
 
     /// A kernel arrival time (ns since the epoch) on the loop's clock.
     fn instant_of(&self, ns: i128) -> Instant {
-        let (mono, wall) = self.clock;
-        let ago = (wall - ns).clamp(0, 10_000_000_000) as u64;
-        mono.checked_sub(Duration::from_nanos(ago)).unwrap_or(mono)
+        // Never after the clocks were read: the completion was seen after that.
+        on_clock(self.clock, ns).min(self.clock.0)
     }
 
     /// The server closed its side.

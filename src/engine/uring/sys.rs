@@ -1,11 +1,11 @@
 //! The system side of the io_uring loop: whether the kernel allows it, the ring's
-//! set-up and wait, socket addresses and options, and the clocks that place the
-//! kernel's arrival timestamps on the loop's time line.
+//! set-up and wait, socket addresses and options. (The clocks that place the kernel's
+//! arrival timestamps on the loop's time line are `engine/arrival.rs`, shared with the
+//! epoll loop's HTTP/2.)
 
 use std::io;
 use std::net::SocketAddr;
 use std::os::fd::RawFd;
-use std::time::Instant;
 
 use io_uring::{opcode, IoUring};
 
@@ -45,45 +45,6 @@ pub fn probe() -> Result<(), String> {
     BufRing::new(&ring.submitter(), 1, 4096, 0)
         .map(drop)
         .map_err(|e| format!("no provided-buffer rings: {e}"))
-}
-
-/// The monotonic and the wall clock (ns since the epoch), read together.
-pub(super) fn clocks() -> (Instant, i128) {
-    let wall = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map_or(0, |d| d.as_nanos() as i128);
-    (Instant::now(), wall)
-}
-
-/// The arrival time in an `SCM_TIMESTAMPNS` control message, in ns since the epoch.
-pub(super) fn arrival_ns(control: &[u8]) -> Option<i128> {
-    const HDR: usize = std::mem::size_of::<libc::cmsghdr>();
-    let mut rest = control;
-    while rest.len() >= HDR {
-        // SAFETY: at least one header's bytes; read unaligned.
-        let h = unsafe { rest.as_ptr().cast::<libc::cmsghdr>().read_unaligned() };
-        #[allow(clippy::unnecessary_cast)] // cmsg_len is u32 on some targets
-        let len = (h.cmsg_len as usize).min(rest.len());
-        if len < HDR {
-            return None;
-        }
-        if h.cmsg_level == libc::SOL_SOCKET
-            && h.cmsg_type == libc::SCM_TIMESTAMPNS
-            && len >= HDR + std::mem::size_of::<libc::timespec>()
-        {
-            // SAFETY: the timespec follows the header, within `len`.
-            let ts = unsafe {
-                rest[HDR..]
-                    .as_ptr()
-                    .cast::<libc::timespec>()
-                    .read_unaligned()
-            };
-            return Some(ts.tv_sec as i128 * 1_000_000_000 + ts.tv_nsec as i128);
-        }
-        let step = (len + 7) & !7;
-        rest = rest.get(step..)?;
-    }
-    None
 }
 
 fn kernel_at_least(major: u32, minor: u32) -> bool {
