@@ -357,6 +357,101 @@ fn segments_of_a_mix_merge_per_endpoint_exactly() {
     }
 }
 
+/// A `--targets` mix split in two, the segments side by side (one `--start-at`), with
+/// `-n`: segment I sends places I-1, I+1, … (from 0) of the one seeded order, so the
+/// merged counts per endpoint are nginx's access log and those of one unsplit run of
+/// the same `-n` and seed. Weights 7/5/3 (blocks of 15) and an odd `-n`: segments that
+/// each started the order from its beginning would send 2 × its first 1,000 places, not
+/// its first 2,001.
+#[test]
+fn segments_of_a_mix_send_one_seeded_order_between_them() {
+    let dir = tempfile::tempdir().unwrap();
+    let ng = nginx(dir.path(), "");
+    let file = dir.path().join("weighted.jsonl");
+    std::fs::write(
+        &file,
+        "{\"url\": \"/a\", \"weight\": 7}\n{\"url\": \"/b\", \"weight\": 5}\n{\"url\": \"/c\", \"weight\": 3}\n",
+    )
+    .unwrap();
+    let (file, url) = (file.display().to_string(), ng.url("/"));
+    let args = [
+        "-n",
+        "2001",
+        "-c",
+        "4",
+        "-t",
+        "2",
+        "--seed",
+        "42",
+        "--no-watch",
+        "--targets",
+        &file,
+        &url,
+    ];
+    let start_at = ((unix_now() + 2.0) * 1000.0).round() / 1000.0;
+    let files = run_segments(dir.path(), 2, &args, start_at);
+    let merged_path = dir.path().join("merged.json");
+    let out = loadlens()
+        .arg("merge")
+        .args(&files)
+        .arg("--json")
+        .arg(&merged_path)
+        .output()
+        .unwrap();
+    assert_ok(&out);
+    let read =
+        |p: &Path| -> Value { serde_json::from_str(&std::fs::read_to_string(p).unwrap()).unwrap() };
+    let m = read(&merged_path);
+    assert_valid("run", &m);
+    // Requests per path, errors none.
+    let requests = |run: &Value| -> BTreeMap<String, u64> {
+        endpoints(run)
+            .into_iter()
+            .map(|(name, (requests, responses, errors))| {
+                assert_eq!((responses, errors), (requests, 0), "{name}");
+                (name.trim_start_matches("GET ").to_string(), requests)
+            })
+            .collect()
+    };
+    // The places of the seeded order each segment was dealt, counted per path.
+    let order = loadlens::spec::targets::schedule(&[7, 5, 3], 42, false);
+    let dealt = |keep: &dyn Fn(usize) -> bool| -> BTreeMap<String, u64> {
+        let mut n = BTreeMap::new();
+        for k in (0..2001).filter(|&k| keep(k)) {
+            let path = ["/a", "/b", "/c"][order[k % order.len()] as usize];
+            *n.entry(path.to_string()).or_insert(0) += 1;
+        }
+        n
+    };
+    for (i, f) in files.iter().enumerate() {
+        let s = read(f);
+        assert_eq!(u(&s, "spec.requests"), [1001, 1000][i]);
+        assert_eq!(requests(&s), dealt(&|k| k % 2 == i), "segment {}", i + 1);
+    }
+    let whole = dealt(&|_| true);
+    let merged = requests(&m);
+    assert_eq!(merged, whole);
+    assert_eq!(u(&m, "results.responses"), 2001);
+    assert_eq!(logged(&ng, dir.path()), merged, "what nginx saw");
+    assert_ne!(
+        whole,
+        dealt(&|k| k < 1001)
+            .into_iter()
+            .map(|(p, n)| (p.clone(), n + dealt(&|k| k < 1000)[&p]))
+            .collect(),
+        "the old overlap would not be told apart by this -n"
+    );
+
+    // One unsplit run of the same -n and seed: the same requests per endpoint, and
+    // nginx saw them.
+    let one = run_json(&args);
+    assert_eq!(requests(&one), merged);
+    let both = logged(&ng, dir.path());
+    for (path, n) in &merged {
+        assert_eq!(both[path], 2 * n, "{path}: nginx's log after both loads");
+    }
+}
+
 /// A combined log of 4 seconds (50 requests a second over three paths, every tenth a
 /// POST) for `--replay`.
 fn access_log(dir: &Path) -> String {

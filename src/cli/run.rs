@@ -66,9 +66,9 @@ pub struct RunArgs {
     #[arg(long, value_parser = parse_duration, allow_hyphen_values = true, default_value = "2s")]
     pub(super) pause: Duration,
     /// Run only the I-th of N shares of the load (connections, -n and -R split so the N
-    /// segments add up exactly to the whole; --replay: every N-th request of the log from
-    /// the I-th, each at its own time), e.g. 2/3; `loadlens merge` adds the segments'
-    /// Runs up.
+    /// segments add up exactly to the whole; --targets: every N-th request of the seeded
+    /// order from the I-th; --replay: every N-th request of the log from the I-th, each
+    /// at its own time), e.g. 2/3; `loadlens merge` adds the segments' Runs up.
     #[arg(long, value_name = "I/N")]
     pub(super) segment: Option<SegmentOf>,
     /// Wait until this time (seconds since the Unix epoch, at most an hour ahead) and

@@ -78,7 +78,7 @@ pub fn render(run: &Run) -> String {
             }
         );
         if let Some(seg) = &run.segment {
-            // Its places in the log's time order, from 1 (`spec/segment.rs#replay_share`).
+            // Its places in the log's time order, from 1 (`spec/segment.rs#mix_share`).
             let (i, n) = (seg.index as u64, seg.count as u64);
             let sent = run.spec.requests.unwrap_or(0);
             let mut places: Vec<String> =

@@ -1,11 +1,13 @@
 //! Segments: one process's share of a load split over machines (`--segment I/N`).
 //! Connections and the request budget are split so the N segments add up exactly to the
-//! whole; `loadlens merge` adds their Runs up again. A `--replay` is split by its
-//! requests: segment I sends every N-th of the log's, each at its own due time, so the
-//! segments started together send the log as one process would.
+//! whole; `loadlens merge` adds their Runs up again. A mix is split by its requests:
+//! segment I sends every N-th request of the one sequence from the I-th — of a
+//! `--targets` mix's seeded order, or of a `--replay` log each at its own due time — so
+//! the segments together send what one process would.
 
 use std::sync::Arc;
 
+use super::targets::{gcd, schedule};
 use super::{MixSpec, Spec, SpecError};
 
 /// `--segment I/N`: this process runs the I-th of N shares of a load (I from 1).
@@ -44,8 +46,9 @@ impl Spec {
     /// the N segments add up exactly to the whole; the rate split in proportion to the
     /// connections, so every connection keeps the whole load's pace (connections/rate)
     /// and the segments' schedules together are the whole schedule. Threads are capped
-    /// at the segment's connections. A replay's requests are dealt out as [`replay_share`]
-    /// says (its `-n` is the log's count, so the budgets match the requests dealt).
+    /// at the segment's connections. A mix's requests are dealt out as [`mix_share`]
+    /// says (a replay's `-n` is the log's count, so the budgets match the requests
+    /// dealt; a `--targets` mix's `-n` share is the number of its places below `-n`).
     pub fn segment(&self, seg: SegmentOf) -> Result<Spec, SpecError> {
         let i = seg.index - 1;
         if seg.count > self.connections {
@@ -73,25 +76,38 @@ impl Spec {
             rate: self
                 .rate
                 .map(|r| r * connections as f64 / self.connections as f64),
-            mix: self.mix.as_ref().map(|m| replay_share(m, i, seg.count)),
+            mix: self.mix.as_ref().map(|m| mix_share(m, i, seg.count)),
             ..self.clone()
         })
     }
 }
 
-/// Part `index` (0-based) of `count` of a replay: the log's requests whose place in its
-/// time order is `index` modulo `count` — `share_of(requests, index, count)` of them —
-/// each still due at its time in the whole log (from the log's first request, ÷
-/// `--speed`), not moved up to close the gaps the other segments fill. Dealt one by one
-/// rather than in blocks, every stretch of the log (a second of it, a burst) is shared
-/// out within one request of even, so each segment's load follows the log's shape. The
-/// targets and endpoint names stay the whole log's, so the segments' Runs name their
-/// endpoints alike and `merge` adds them by name; the recorded `replay` stays the whole
-/// log's (merge requires the segments' specs equal but for the split fields). A mix of
-/// `--targets` (no sequence of its own) is the same in every segment.
-fn replay_share(mix: &MixSpec, index: u32, count: u32) -> MixSpec {
+/// Part `index` (0-based) of `count` of a mix: the requests whose place in the one
+/// sequence the whole load sends is `index` modulo `count`. Dealt one by one rather
+/// than in blocks, every stretch of the sequence is shared out within one request of
+/// even. The targets and endpoint names stay the whole mix's, so the segments' Runs
+/// name their endpoints alike and `merge` adds them by name; the recorded mix (and a
+/// replay's record) stays the whole one's (merge requires the segments' specs equal but
+/// for the split fields).
+///
+/// A replay: the log's requests in its time order, each still due at its time in the
+/// whole log (from the log's first request, ÷ `--speed`), not moved up to close the
+/// gaps the other segments fill, so each segment's load follows the log's shape.
+///
+/// A `--targets` mix: its seeded order (`targets::schedule`, a table sent round and
+/// round) taken at places `index`, `index + count`, … Under `-n` the segment's k-th
+/// claim is the whole load's request `index + k·count`, so "the k-th request is always
+/// the same target whoever sends it" holds across the segments, and N segments of
+/// `-n` send exactly the requests of one unsplit `-n` run. The places repeat after
+/// `len / gcd(len, count)` of them (`count` times round the table), so the segment's
+/// table is at most as long as the whole one.
+fn mix_share(mix: &MixSpec, index: u32, count: u32) -> MixSpec {
     if mix.sequence.is_empty() {
-        return mix.clone();
+        let whole = schedule(&mix.loaded.weights(), mix.seed, mix.sequential);
+        return MixSpec {
+            sequence: Arc::new(every_round(&whole, index, count)),
+            ..mix.clone()
+        };
     }
     MixSpec {
         sequence: Arc::new(every(&mix.sequence, index, count)),
@@ -107,6 +123,18 @@ fn every<T: Copy>(v: &[T], index: u32, count: u32) -> Vec<T> {
         .skip(index as usize)
         .step_by(count as usize)
         .copied()
+        .collect()
+}
+
+/// The same of `v` repeated without end, as one period: the items at `(index + k
+/// count) mod len` for k below `len / gcd(len, count)`, after which they repeat (so
+/// item `k mod period` of the result is item `(index + k count) mod len` of `v` for
+/// every k).
+fn every_round<T: Copy>(v: &[T], index: u32, count: u32) -> Vec<T> {
+    let len = v.len() as u64;
+    let period = len / gcd(len, count as u64);
+    (0..period)
+        .map(|k| v[((index as u64 + k * count as u64) % len) as usize])
         .collect()
 }
 
@@ -199,6 +227,67 @@ mod tests {
             if speed.is_some() {
                 // Segment 2's first request is the log's second: due 0.5 s ÷ 2 in.
                 assert_eq!(parts[1].mix.as_ref().unwrap().due_us[0], 250_000);
+            }
+        }
+    }
+
+    /// A `--targets` mix's segments take the one seeded order in turn: segment I's k-th
+    /// request is the whole load's request I + kN (from 0), whatever N, the weights or
+    /// `--sequential`, so N segments of `-n` send an unsplit run's `-n` requests, each
+    /// once; and no segment's table is longer than the whole one's.
+    #[test]
+    fn a_targets_mix_is_dealt_out_from_one_order() {
+        use crate::spec::Requests;
+        let text: String = (1..=7)
+            .map(|w| format!("{{\"url\": \"/p{w}\", \"weight\": {w}}}\n"))
+            .collect();
+        for (sequential, seed) in [(false, 1), (false, 42), (true, 1)] {
+            let mut s = spec("http://127.0.0.1/");
+            s.connections = 12;
+            let base = s.url.clone();
+            let (loaded, endpoints) = super::super::targets::parse(
+                text.as_bytes(),
+                "t",
+                &base,
+                std::path::Path::new("."),
+            )
+            .unwrap();
+            s.mix = Some(MixSpec {
+                file: "t".into(),
+                seed,
+                sequential,
+                targets: loaded.len(),
+                endpoints,
+                replay: None,
+                loaded: Arc::new(loaded),
+                sequence: Arc::default(),
+                due_us: Arc::default(),
+            });
+            let target = s.parse_url().unwrap();
+            let whole = Requests::build(&s, &target, b"");
+            for n in [1u64, 2, 3, 4, 5, 7, 12] {
+                let total = 3 * whole.order.len() as u64 + 5;
+                s.requests = Some(total);
+                let mut sent = vec![None; total as usize];
+                for i in 1..=n as u32 {
+                    let part = s
+                        .segment(SegmentOf {
+                            index: i,
+                            count: n as u32,
+                        })
+                        .unwrap();
+                    let m = part.mix.as_ref().unwrap();
+                    assert!(m.due_us.is_empty() && m.replay.is_none());
+                    let r = Requests::build(&part, &target, b"");
+                    assert!(r.order.len() <= whole.order.len());
+                    for k in 0..part.requests.unwrap() {
+                        let at = (i as u64 - 1 + k * n) as usize;
+                        assert!(sent[at].is_none(), "place {at} sent twice");
+                        sent[at] = Some(r.pick(k));
+                    }
+                }
+                let want: Vec<_> = (0..total).map(|k| Some(whole.pick(k))).collect();
+                assert_eq!(sent, want, "{n} segments, sequential {sequential}");
             }
         }
     }

@@ -61,7 +61,9 @@ pub struct MixSpec {
     #[serde(skip)]
     #[schemars(skip)]
     pub loaded: Arc<Targets>,
-    /// `--replay`: the targets in the log's order (empty: the weighted order).
+    /// The order sent when it is not the whole weighted one: a replay's log order, or a
+    /// segment's share of either (`segment.rs#mix_share`); empty: the weighted order,
+    /// built with the requests.
     #[serde(skip)]
     #[schemars(skip)]
     pub sequence: Arc<Vec<u32>>,
@@ -317,7 +319,7 @@ impl SplitMix {
     }
 }
 
-fn gcd(a: u64, b: u64) -> u64 {
+pub(super) fn gcd(a: u64, b: u64) -> u64 {
     if b == 0 {
         a
     } else {
