@@ -667,29 +667,35 @@ fn a_bad_replay_log_is_refused_before_any_load() {
         err.starts_with(&format!("error: replay log {} line 2: ", f.display())),
         "{err}"
     );
-    // A log split into more segments than it has requests, and a split Ray would make
-    // without the log on its nodes: one line each, before any load.
+    // A log split into more segments than it has requests, and a log (or a targets
+    // file) on standard input, which Ray cannot ship to its nodes: one line each, before
+    // any load.
     std::fs::write(
         &f,
         "127.0.0.1 - - [25/Nov/2026:10:00:00 +0000] \"GET /a HTTP/1.1\" 200 5\n",
     )
     .unwrap();
-    let url = ng.url("/");
+    let (url, file) = (ng.url("/"), f.display().to_string());
+    let ray = ["--ray", "127.0.0.1:1", "--clients", "2"];
     for (args, want) in [
         (
-            &["--segment", "2/2", "-c", "2"][..],
+            &["--replay", &file, "--segment", "2/2", "-c", "2"][..],
             "error: --segment 2/2: the replayed log's one request cannot be split into 2",
         ),
         (
-            &["--ray", "127.0.0.1:1", "--clients", "2"][..],
-            "error: --replay is not split by --ray yet",
+            &[&["--replay", "-"][..], &ray].concat()[..],
+            "error: --replay - reads standard input, which --ray cannot ship to the nodes: save it to a file",
+        ),
+        (
+            &[&["--targets", "-"][..], &ray].concat()[..],
+            "error: --targets - reads standard input, which --ray cannot ship to the nodes: save it to a file",
         ),
     ] {
         let out = loadlens()
-            .args(["run", "--no-watch", "--replay"])
-            .arg(&f)
+            .args(["run", "--no-watch"])
             .args(args)
             .arg(&url)
+            .stdin(std::process::Stdio::null())
             .output()
             .unwrap();
         let err = String::from_utf8_lossy(&out.stderr);
