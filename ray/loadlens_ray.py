@@ -7,7 +7,9 @@ script's stdin and reads the outcome from OUT_DIR/result.json:
    "missing": {"I": "why", ...}}                  or  {"error": "one line"}.
 
 The loadlens binary travels to the nodes in a Ray runtime environment (its
-working_dir), so nothing is copied by hand. One actor per node (hard node
+working_dir), with the files the segments read ("files": [[NAME, PATH], ...]: the
+body, a targets file and its bodies, a replayed log), which the segments' flags
+name by NAME in that directory; nothing is copied by hand. One actor per node (hard node
 affinity, spread over the alive nodes) first gets ready (the runtime environment
 set up), then all run `loadlens run ... --segment I/N --start-at T --json -` due
 at the same instant. Every wait is bounded: a node that dies or a segment that
@@ -99,17 +101,39 @@ def server_node(nodes, resource):
     )
 
 
-def package(binary):
-    """A directory holding the binary, for the runtime environment's working_dir.
-    Debug sections are left out (smaller upload); the code is the same."""
+def package(binary, files=()):
+    """A directory holding the binary and the files the segments read, for the
+    runtime environment's working_dir. Debug sections are left out (smaller upload);
+    the code is the same.
+
+    >>> src = tempfile.mkdtemp()
+    >>> for name, text in [("bin", "#!"), ("t", "/a\\n")]:
+    ...     with open(os.path.join(src, name), "w") as f: _ = f.write(text)
+    >>> pkg = package(os.path.join(src, "bin"), [["targets.jsonl", os.path.join(src, "t")]])
+    >>> sorted(os.listdir(pkg)), open(os.path.join(pkg, "targets.jsonl")).read()
+    (['loadlens', 'targets.jsonl'], '/a\\n')
+    >>> package(os.path.join(src, "bin"), [["../x", os.path.join(src, "t")]])
+    Traceback (most recent call last):
+    ...
+    ValueError: a shipped file's name must be a plain file name: '../x'
+    >>> shutil.rmtree(pkg); shutil.rmtree(src)
+    """
     pkg = tempfile.mkdtemp(prefix="loadlens-ray-pkg")
-    dest = os.path.join(pkg, "loadlens")
-    stripped = shutil.which("objcopy") and subprocess.run(
-        ["objcopy", "--strip-debug", binary, dest], capture_output=True
-    ).returncode == 0
-    if not stripped:
-        shutil.copyfile(binary, dest)
-    os.chmod(dest, 0o755)
+    try:
+        dest = os.path.join(pkg, "loadlens")
+        stripped = shutil.which("objcopy") and subprocess.run(
+            ["objcopy", "--strip-debug", binary, dest], capture_output=True
+        ).returncode == 0
+        if not stripped:
+            shutil.copyfile(binary, dest)
+        os.chmod(dest, 0o755)
+        for name, src in files:
+            if os.path.basename(name) != name or name in ("", ".", "..", "loadlens"):
+                raise ValueError(f"a shipped file's name must be a plain file name: {name!r}")
+            shutil.copyfile(src, os.path.join(pkg, name))
+    except BaseException:
+        shutil.rmtree(pkg, ignore_errors=True)
+        raise
     return pkg
 
 
@@ -123,10 +147,13 @@ def run(job):
         )
 
     clients = job["clients"]
-    pkg = package(job["binary"])
+    try:
+        pkg = package(job["binary"], job.get("files", []))
+    except OSError as e:
+        raise Refused(f"cannot gather the files to ship to the nodes: {one_line(e)}")
     try:
         try:
-            # The binary goes to every node with the job's runtime environment.
+            # The binary and the files go to every node with the job's runtime environment.
             ray.init(
                 address=job["address"],
                 logging_level="ERROR",
@@ -134,6 +161,11 @@ def run(job):
                 runtime_env={"working_dir": pkg},
             )
         except Exception as e:  # Ray raises several kinds for an unreachable cluster
+            if "Package size" in str(e):
+                raise Refused(
+                    f"the loadlens binary and the files the segments read (targets, bodies, log) are too large "
+                    f"for Ray's runtime environment: {one_line(e)}"
+                )
             raise Refused(f"cannot connect to the Ray cluster at {job['address']}: {one_line(e)}")
         all_nodes = ray.nodes()
         nodes = pick_nodes(all_nodes, clients, job.get("server_node_resource"))

@@ -1,8 +1,10 @@
 //! `loadlens run … --ray`: a Ray cluster of a head and two worker nodes on this machine
 //! (`tests/ray_cluster.py`, Ray's own test cluster), segments on the worker nodes
 //! against nginx on loopback. The merged count is nginx's access log, the merged
-//! histogram the union of the segments', a killed node is reported as its missing
-//! segment in bounded time, and every node is torn down, also when the test fails.
+//! histogram the union of the segments'; a `--targets` mix (its file and the body file
+//! it names shipped to the nodes) and a `--replay` (its log shipped) are sent as asked,
+//! per endpoint as nginx logged them; a killed node is reported as its missing segment
+//! in bounded time, and every node is torn down, also when the test fails.
 //!
 //! Needs Ray in the virtual environment `scripts/install-deps.sh test` makes (or the
 //! Python in LOADLENS_PYTHON). Without it the test says so and passes, except in CI
@@ -10,6 +12,7 @@
 
 mod common;
 
+use std::collections::BTreeMap;
 use std::io::{BufRead, BufReader, Write};
 use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};
@@ -17,6 +20,7 @@ use std::process::{Child, ChildStdin, Command, Stdio};
 use std::sync::mpsc;
 use std::time::{Duration, Instant};
 
+use common::mix::{endpoints, logged};
 use common::{latency_histogram, percentile_us, u, Nginx};
 use serde_json::Value;
 
@@ -203,11 +207,174 @@ fn companion_places_segments_on_alive_nodes_with_cpus() {
         .expect("python3 must be installed (scripts/install-deps.sh test)");
     let text = String::from_utf8_lossy(&out.stdout);
     assert!(out.status.success(), "{text}");
-    assert!(text.contains("7 passed and 0 failed"), "{text}");
+    assert!(text.contains("13 passed and 0 failed"), "{text}");
 }
 
+/// A run's merged Run, read back after `loadlens run ARGS --ray` succeeded.
+fn merged_run(py: &Path, address: &str, args: &[&str], dir: &Path) -> Value {
+    let merged = dir.join("merged.json");
+    let child = loadlens_ray(py, address, args, &merged)
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let out = wait_bounded(child, Duration::from_secs(120));
+    common::assert_ok(&out);
+    let m: Value = serde_json::from_str(&std::fs::read_to_string(&merged).unwrap()).unwrap();
+    common::assert_valid("run", &m);
+    assert_eq!(m["merged"]["missing"], serde_json::json!([]));
+    m
+}
+
+/// Requests per endpoint of a merged Run, every one answered.
+fn requests(m: &Value) -> BTreeMap<String, u64> {
+    endpoints(m)
+        .into_iter()
+        .map(|(name, (requests, responses, errors))| {
+            assert_eq!((responses, errors), (requests, 0), "{name}");
+            (name, requests)
+        })
+        .collect()
+}
+
+/// A `--targets` mix (a POST's binary body in a file it names) through Ray with `-n`
+/// and a seed: the nodes send it as asked. The merged counts per endpoint are nginx's
+/// access log, and those of the first 2,001 places of the seed's order (the seed went
+/// along, and the two segments took the places in turn); every POST nginx logged
+/// carried the body; the merged Run names the targets file given.
+fn a_mix_on_the_nodes(py: &Path, address: &str) {
+    let dir = tempfile::tempdir().unwrap();
+    let ng = common::mix::nginx(dir.path(), "");
+    let body: Vec<u8> = (0..3000u32).map(|i| (i * 7 % 256) as u8).collect();
+    std::fs::write(dir.path().join("post.bin"), &body).unwrap();
+    let file = dir.path().join("mix.jsonl");
+    std::fs::write(
+        &file,
+        concat!(
+            "{\"url\": \"/a\", \"weight\": 5}\n",
+            "{\"url\": \"/b?q=1\", \"weight\": 3, \"headers\": {\"X-Mix\": [\"1\", \"2\"]}}\n",
+            "{\"url\": \"/c\", \"weight\": 2}\n",
+            "{\"method\": \"POST\", \"url\": \"/p\", \"body_file\": \"post.bin\", \"name\": \"post\"}\n",
+        ),
+    )
+    .unwrap();
+    let (file, url) = (file.display().to_string(), ng.url("/"));
+    let m = merged_run(
+        py,
+        address,
+        &[
+            "-n",
+            "2001",
+            "-c",
+            "4",
+            "--seed",
+            "42",
+            "--targets",
+            &file,
+            "--clients",
+            "2",
+            &url,
+        ],
+        dir.path(),
+    );
+    assert_eq!(u(&m, "results.responses"), 2001);
+    assert_eq!(m["spec"]["mix"]["file"], file.as_str());
+    assert_eq!(m["spec"]["mix"]["seed"], 42);
+    let parts = m["merged"]["segments"].as_array().unwrap();
+    assert_eq!(
+        parts.iter().map(|p| u(p, "responses")).collect::<Vec<_>>(),
+        [1001, 1000]
+    );
+    let path = |name: &str| match name {
+        "post" => "/p".to_string(),
+        n => n.trim_start_matches("GET ").to_string(),
+    };
+    let got: BTreeMap<String, u64> = requests(&m)
+        .into_iter()
+        .map(|(name, n)| (path(&name), n))
+        .collect();
+    assert_eq!(got, logged(&ng, dir.path()), "what nginx logged");
+    let order = loadlens::spec::targets::schedule(&[5, 3, 2, 1], 42, false);
+    let mut want = BTreeMap::new();
+    for k in 0..2001 {
+        let p = ["/a", "/b", "/c", "/p"][order[k % order.len()] as usize];
+        *want.entry(p.to_string()).or_insert(0u64) += 1;
+    }
+    assert_eq!(got, want, "the first 2,001 places of seed 42's order");
+    // Each POST with the shipped body's length (nginx's $request_length leaves out a
+    // body `return` discards; its bytes are the file's, `cli::ray` tests).
+    let lengths: Vec<String> = std::fs::read_to_string(dir.path().join("paths.log"))
+        .unwrap()
+        .lines()
+        .filter(|l| l.starts_with("POST "))
+        .map(|l| l.split(' ').nth(5).unwrap().to_string())
+        .collect();
+    assert_eq!(lengths.len() as u64, want["/p"]);
+    assert!(
+        lengths.iter().all(|n| *n == body.len().to_string()),
+        "a POST without its body: Content-Length {lengths:?}"
+    );
+}
+
+/// A `--replay` through Ray: the log shipped to the nodes, its 60 requests dealt out
+/// between them, each sent once; the merged counts per endpoint are the log's lines per
+/// path and nginx's access log.
+fn a_replay_on_the_nodes(py: &Path, address: &str) {
+    let dir = tempfile::tempdir().unwrap();
+    let ng = common::mix::nginx(dir.path(), "");
+    let path = |i: usize| ["/a", "/b", "/a", "/c"][i % 4];
+    let text: String = (0..60)
+        .map(|i| {
+            format!(
+                "{{\"t\": {:.2}, \"url\": \"{}?i={i}\"}}\n",
+                i as f64 * 0.02,
+                path(i)
+            )
+        })
+        .collect();
+    let log = dir.path().join("replay.jsonl");
+    std::fs::write(&log, text).unwrap();
+    let (log, url) = (log.display().to_string(), ng.url("/"));
+    let m = merged_run(
+        py,
+        address,
+        &[
+            "--replay",
+            &log,
+            "--speed",
+            "2",
+            "-c",
+            "4",
+            "--clients",
+            "2",
+            &url,
+        ],
+        dir.path(),
+    );
+    assert_eq!(m["spec"]["mix"]["file"], log.as_str());
+    assert_eq!(u(&m, "results.responses"), 60);
+    let mut want = BTreeMap::new();
+    for i in 0..60 {
+        *want.entry(format!("GET {}", path(i))).or_insert(0u64) += 1;
+    }
+    assert_eq!(requests(&m), want);
+    let saw: BTreeMap<String, u64> = logged(&ng, dir.path())
+        .into_iter()
+        .map(|(p, n)| (format!("GET {p}"), n))
+        .collect();
+    assert_eq!(saw, want, "what nginx logged");
+    let mut places: Vec<usize> = std::fs::read_to_string(dir.path().join("paths.log"))
+        .unwrap()
+        .lines()
+        .map(|l| l.split(' ').nth(4).unwrap().parse().unwrap())
+        .collect();
+    places.sort();
+    assert_eq!(places, (0..60).collect::<Vec<_>>(), "each request once");
+}
+
+/// One cluster for every check (starting one takes a while on a small machine); the
+/// node is killed last.
 #[test]
-fn segments_on_two_ray_nodes_merge_exactly_and_a_killed_node_is_missing() {
+fn segments_on_two_ray_nodes_merge_exactly_send_mixes_and_a_killed_node_is_missing() {
     let py = python();
     if !ray_available(&py) {
         let why = format!(
@@ -303,6 +470,9 @@ fn segments_on_two_ray_nodes_merge_exactly_and_a_killed_node_is_missing() {
         "{}",
         m["warnings"]
     );
+
+    a_mix_on_the_nodes(&py, &cluster.address);
+    a_replay_on_the_nodes(&py, &cluster.address);
 
     // A node killed during its segment: reported missing, not waited for.
     let lines_before = ng.log().len();

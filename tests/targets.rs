@@ -8,28 +8,12 @@ mod common;
 use std::collections::BTreeMap;
 use std::path::Path;
 
+use common::mix::{endpoints, logged, nginx};
 use common::{
     assert_ok, assert_valid, latency_histogram, loadlens, ran_on_io_uring, run_json, run_segments,
     u, unix_now, Nginx,
 };
 use serde_json::Value;
-
-/// Three locations answering 200, and a second access log of `METHOD PATH STATUS MSEC
-/// I` (when the request was logged, s since the epoch; the query's `i`, `-` if none).
-fn nginx(dir: &Path, listen: &str) -> Nginx {
-    let http = format!(
-        "log_format paths '$request_method $uri $status $msec $arg_i';\n    access_log {}/paths.log paths;",
-        dir.display()
-    );
-    Nginx::start_with_listen(
-        &http,
-        r#"location = /a { return 200 "a"; }
-           location = /b { return 200 "bb"; }
-           location = /c { return 200 "ccc"; }
-           location = /p { return 201 "posted"; }"#,
-        listen,
-    )
-}
 
 /// The weighted mix: 5/3/2 over three paths, one with a header list and a query.
 fn targets_file(dir: &Path) -> String {
@@ -54,32 +38,6 @@ fn with_c(file: &str, ng: &Nginx) -> String {
     ));
     std::fs::write(file, text).unwrap();
     file.to_string()
-}
-
-/// Requests nginx logged per path (after every connection is closed).
-fn logged(ng: &Nginx, dir: &Path) -> BTreeMap<String, u64> {
-    ng.log(); // waits until nginx has logged every request
-    let text = std::fs::read_to_string(dir.join("paths.log")).unwrap();
-    let mut n = BTreeMap::new();
-    for l in text.lines() {
-        let path = l.split(' ').nth(1).unwrap().to_string();
-        *n.entry(path).or_insert(0) += 1;
-    }
-    n
-}
-
-fn endpoints(run: &Value) -> BTreeMap<String, (u64, u64, u64)> {
-    run["results"]["endpoints"]
-        .as_array()
-        .expect("results.endpoints")
-        .iter()
-        .map(|e| {
-            (
-                e["name"].as_str().unwrap().to_string(),
-                (u(e, "requests"), u(e, "responses"), u(e, "errors")),
-            )
-        })
-        .collect()
 }
 
 /// The mix `-n 2000` against fresh nginx; returns the Run and nginx's counts per path.
@@ -709,29 +667,35 @@ fn a_bad_replay_log_is_refused_before_any_load() {
         err.starts_with(&format!("error: replay log {} line 2: ", f.display())),
         "{err}"
     );
-    // A log split into more segments than it has requests, and a split Ray would make
-    // without the log on its nodes: one line each, before any load.
+    // A log split into more segments than it has requests, and a log (or a targets
+    // file) on standard input, which Ray cannot ship to its nodes: one line each, before
+    // any load.
     std::fs::write(
         &f,
         "127.0.0.1 - - [25/Nov/2026:10:00:00 +0000] \"GET /a HTTP/1.1\" 200 5\n",
     )
     .unwrap();
-    let url = ng.url("/");
+    let (url, file) = (ng.url("/"), f.display().to_string());
+    let ray = ["--ray", "127.0.0.1:1", "--clients", "2"];
     for (args, want) in [
         (
-            &["--segment", "2/2", "-c", "2"][..],
+            &["--replay", &file, "--segment", "2/2", "-c", "2"][..],
             "error: --segment 2/2: the replayed log's one request cannot be split into 2",
         ),
         (
-            &["--ray", "127.0.0.1:1", "--clients", "2"][..],
-            "error: --replay is not split by --ray yet",
+            &[&["--replay", "-"][..], &ray].concat()[..],
+            "error: --replay - reads standard input, which --ray cannot ship to the nodes: save it to a file",
+        ),
+        (
+            &[&["--targets", "-"][..], &ray].concat()[..],
+            "error: --targets - reads standard input, which --ray cannot ship to the nodes: save it to a file",
         ),
     ] {
         let out = loadlens()
-            .args(["run", "--no-watch", "--replay"])
-            .arg(&f)
+            .args(["run", "--no-watch"])
             .args(args)
             .arg(&url)
+            .stdin(std::process::Stdio::null())
             .output()
             .unwrap();
         let err = String::from_utf8_lossy(&out.stderr);

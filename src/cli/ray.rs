@@ -3,15 +3,16 @@
 //!
 //! The placing is Ray's: a small Python companion (`ray/loadlens_ray.py`, built into
 //! this binary and run with the Python that has Ray installed) ships this binary to the
-//! nodes in a Ray runtime environment, starts one segment per node (`--segment I/N
-//! --start-at T`), bounds every wait, and hands back the segment Runs; the merge and the
-//! diagnosis are loadlens's own (`crate::merge`), as for `loadlens merge`.
+//! nodes in a Ray runtime environment, with the files the segments read (the body, a
+//! `--targets` file and its bodies, a `--replay` log), starts one segment per node
+//! (`--segment I/N --start-at T`), bounds every wait, and hands back the segment Runs;
+//! the merge and the diagnosis are loadlens's own (`crate::merge`), as for `loadlens
+//! merge`.
 
 use std::collections::BTreeMap;
 use std::io::Write;
 use std::path::PathBuf;
 use std::process::{Command, ExitCode, Stdio};
-use std::time::Duration;
 
 use anyhow::Context;
 use serde::Deserialize;
@@ -21,6 +22,9 @@ use super::run::RunArgs;
 use crate::merge::Part;
 use crate::run::{Evidence, Run};
 use crate::spec::{SegmentOf, Spec};
+
+mod segment;
+use segment::{segment_args, Segments};
 
 /// The companion, carried inside the binary so an installed loadlens needs no other file.
 const COMPANION: &str = include_str!("../../ray/loadlens_ray.py");
@@ -109,16 +113,24 @@ fn on_cluster(a: &RunArgs, whole: &Spec, body: &[u8]) -> anyhow::Result<ExitCode
         a.quiet,
         &a.ci,
     )?;
-    let args = segment_args(a, whole, body)?;
+    // A replay at a speed lasts its log's span ÷ the speed, however long that is.
+    let replay_s = whole
+        .mix
+        .as_ref()
+        .and_then(|m| m.replay.as_ref())
+        .and_then(|r| Some(r.span_s / r.speed?));
     let run_timeout = a
         .ray
         .ray_timeout
         .map(|d| d.as_secs_f64())
-        .unwrap_or(whole.duration_s.unwrap_or(300.0) + whole.timeout_s + 60.0);
+        .unwrap_or(whole.duration_s.or(replay_s).unwrap_or(300.0) + whole.timeout_s + 60.0);
     let dir = tempfile::Builder::new()
         .prefix("loadlens-ray")
         .tempdir()
         .context("cannot make a temporary directory for the segment Runs")?;
+    let ship = dir.path().join("ship");
+    std::fs::create_dir(&ship).context("cannot make a directory for the files to ship")?;
+    let Segments { args, files } = segment_args(a, whole, body, &ship)?;
     let script = dir.path().join("loadlens_ray.py");
     std::fs::write(&script, COMPANION).context("cannot write the Ray companion")?;
     let binary = std::env::current_exe().context("cannot find this loadlens binary")?;
@@ -127,6 +139,7 @@ fn on_cluster(a: &RunArgs, whole: &Spec, body: &[u8]) -> anyhow::Result<ExitCode
         "clients": clients,
         "binary": binary,
         "args": args,
+        "files": files,
         "run_timeout_s": run_timeout,
         "ready_timeout_s": 180.0,
         "out_dir": dir.path(),
@@ -184,8 +197,12 @@ fn on_cluster(a: &RunArgs, whole: &Spec, body: &[u8]) -> anyhow::Result<ExitCode
     for d in &outcome.segments {
         let text = std::fs::read_to_string(&d.file)
             .with_context(|| format!("cannot read segment {}'s Run", d.index))?;
-        let run = Run::from_json(&text)
+        let mut run = Run::from_json(&text)
             .with_context(|| format!("segment {} (on {})", d.index, d.host))?;
+        // The segments read the shipped copy of the mix's file: the Run names the one given.
+        if let (Some(m), Some(f)) = (run.spec.mix.as_mut(), a.mix.file()) {
+            m.file = f.to_string();
+        }
         parts.push(Part {
             name: format!("segment {} (on {})", d.index, d.host),
             run,
@@ -207,57 +224,6 @@ fn on_cluster(a: &RunArgs, whole: &Spec, body: &[u8]) -> anyhow::Result<ExitCode
         server,
         outcome.server_error.into_iter().collect(),
     )
-}
-
-/// The flags each segment runs with: the load as asked, without what only this
-/// machine's run uses (outputs, Ray); the companion adds --segment, --start-at, --json.
-fn segment_args(a: &RunArgs, whole: &Spec, body: &[u8]) -> anyhow::Result<Vec<String>> {
-    let ms = |d: Duration| format!("{}ms", d.as_millis().max(1));
-    let mut v: Vec<String> = vec![a.url.clone(), "-c".into(), whole.connections.to_string()];
-    if let Some(t) = a.threads {
-        v.extend(["-t".into(), t.to_string()]);
-    }
-    if let Some(d) = whole.duration_s {
-        v.extend(["-d".into(), ms(Duration::from_secs_f64(d))]);
-    }
-    if let Some(n) = whole.requests {
-        v.extend(["-n".into(), n.to_string()]);
-    }
-    if let Some(n) = whole.connreqs {
-        v.extend(["--connreqs".into(), n.to_string()]);
-    }
-    if let Some(r) = a.rate {
-        v.extend(["-R".into(), r.to_string()]);
-    }
-    v.extend(["-m".into(), whole.method.clone()]);
-    for h in &whole.headers {
-        v.extend(["-H".into(), h.clone()]);
-    }
-    if !body.is_empty() {
-        let text = std::str::from_utf8(body)
-            .map_err(|_| anyhow::anyhow!("--ray sends the body as a flag: it must be text"))?;
-        v.extend(["--body".into(), text.into()]);
-    }
-    v.extend(["--timeout".into(), ms(a.load.timeout)]);
-    if whole.insecure {
-        v.push("-k".into());
-    }
-    // With the server's node watched, the client machines' own watch says nothing.
-    if a.load.no_watch || a.ray.server_node_resource.is_some() {
-        v.push("--no-watch".into());
-    }
-    v.extend(["--sample".into(), ms(a.load.sample)]);
-    for n in &a.load.server_names {
-        v.extend(["--server-name".into(), n.clone()]);
-    }
-    if a.load.profile {
-        v.extend([
-            "--profile".into(),
-            "--profile-hz".into(),
-            a.load.profile_hz.to_string(),
-        ]);
-    }
-    Ok(v)
 }
 
 /// The flags of the watch on the server's node (`loadlens watch`): the URL (its port

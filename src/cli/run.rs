@@ -171,11 +171,16 @@ pub(super) fn prepare(a: &mut RunArgs) -> anyhow::Result<(Vec<u8>, Spec)> {
     if a.flamegraph.is_some() {
         a.load.profile = true;
     }
-    // A replay splits with --segment (each machine sends every N-th request of the log,
-    // read there); --ray ships the binary only, not the log.
-    if a.mix.replay.is_some() && a.ray.address.is_some() {
+    // --ray ships the mix's file to the nodes (`src/cli/ray/segment.rs#segment_args`):
+    // a file, not what this process's standard input holds.
+    if let (Some("-"), Some(_)) = (a.mix.file(), &a.ray.address) {
+        let flag = if a.mix.targets.is_some() {
+            "--targets"
+        } else {
+            "--replay"
+        };
         anyhow::bail!(
-            "--replay is not split by --ray yet (the log is on this machine only): copy the log to each client and run `--segment I/N --start-at T` there, then `loadlens merge`"
+            "{flag} - reads standard input, which --ray cannot ship to the nodes: save it to a file and give its path"
         );
     }
     a.mix.check(&a.load)?;
@@ -287,8 +292,8 @@ pub struct RayFlags {
     #[arg(long, value_parser = super::parse_u32, value_name = "N", requires = "address")]
     pub clients: Option<u32>,
     /// With --ray: the longest wait for the segments, from their start [default: the
-    /// duration (or 5 minutes with -n) plus the request timeout plus 60s]; a segment
-    /// without a Run by then is reported missing.
+    /// duration (a replay's: its log's span ÷ --speed; 5 minutes with -n) plus the
+    /// request timeout plus 60s]; a segment without a Run by then is reported missing.
     #[arg(long, value_parser = parse_duration, requires = "address", value_name = "DURATION")]
     pub ray_timeout: Option<Duration>,
     /// With --ray: the custom resource of the server's node (e.g. `server`): the machine

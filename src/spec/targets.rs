@@ -92,8 +92,7 @@ struct JsonLine<'a> {
 /// Reads `file` (`-` = standard input) and checks every line against the run's URL.
 pub fn load(file: &str, run_url: &str, seed: u64, sequential: bool) -> Result<MixSpec, String> {
     let what = "targets file";
-    let dir = Path::new(file).parent().unwrap_or(Path::new("."));
-    let (targets, endpoints) = parse(open(file, what)?, file, run_url, dir)?;
+    let (targets, endpoints) = parse(open(file, what)?, file, run_url, body_dir(file))?;
     Ok(MixSpec {
         file: file.to_string(),
         seed,
@@ -105,6 +104,11 @@ pub fn load(file: &str, run_url: &str, seed: u64, sequential: bool) -> Result<Mi
         sequence: Arc::default(),
         due_us: Arc::default(),
     })
+}
+
+/// Where the relative `body_file`s of targets file `file` are: beside it.
+pub fn body_dir(file: &str) -> &Path {
+    Path::new(file).parent().unwrap_or(Path::new("."))
 }
 
 /// Parses a targets file's lines; `label` names it in errors, `dir` is where relative

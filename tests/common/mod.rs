@@ -5,6 +5,7 @@
 #![allow(dead_code)]
 
 pub mod bad_server;
+pub mod mix;
 
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
