@@ -41,7 +41,7 @@ pub(super) struct Conn<T> {
     pub(super) sent: u32,
     /// A claimed budget unit not yet spent on a request.
     pub(super) permit: bool,
-    /// The last read left the socket empty (see `Transport::SHORT_READ_DRAINS`).
+    /// The last read left the socket empty (see `Transport::drained`).
     pub(super) drained: bool,
     /// The poller reported the peer's FIN or an error on this socket.
     pub(super) hup: bool,

@@ -1,4 +1,6 @@
-//! How long the epoll loop lets HTTP/2 responses gather between its waits (closed loop).
+//! How long the epoll loop lets responses gather between its waits, in closed loop over
+//! HTTP/2, and over TLS with keep-alive (set-up, which is timed when the loop sees it,
+//! is then rare).
 //!
 //! A client quicker than its server wakes for almost every write the server makes: in
 //! `bench/vs-peers`' HTTP/2 mode (nginx, `-c 50 -m 10`) the loop saw 0.5-0.8 context

@@ -63,7 +63,7 @@ impl<T: Transport> Loop<'_, T> {
                                 c.phase = Phase::Reading;
                                 // Nothing can be waiting yet: the response to this
                                 // request will arrive as a new event.
-                                if T::SHORT_READ_DRAINS && c.drained {
+                                if c.drained {
                                     return Next::Wait;
                                 }
                             }
@@ -74,8 +74,8 @@ impl<T: Transport> Loop<'_, T> {
                 }
                 Phase::Reading => {
                     let space = c.buf.len() - c.pending;
-                    let n = match t.read(&mut c.buf[c.pending..]) {
-                        Ok(n) => n,
+                    let (n, arrived) = match t.read_stamped(&mut c.buf[c.pending..]) {
+                        Ok(r) => r,
                         Err(e) if e.kind() == io::ErrorKind::WouldBlock => return Next::Wait,
                         Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
                         // A reset instead of a FIN before any byte of the response on
@@ -91,11 +91,14 @@ impl<T: Transport> Loop<'_, T> {
                         }
                         Err(_) => return self.request_failed(c.target, ErrorKind::Read),
                     };
-                    self.count_read(c, n, now);
+                    c.drained = t.drained(n < space) && !c.hup;
+                    // The response's times end when its bytes arrived, where the
+                    // transport can tell (TLS; see `arrival.rs`).
+                    let at = arrived.unwrap_or(now);
+                    self.count_read(c, n, at);
                     if n == 0 {
                         return self.on_eof(c, now);
                     }
-                    c.drained = n < space && !c.hup;
                     let end = c.pending + n;
                     match c.parser.feed(&c.buf[..end]) {
                         Err(_) => return self.request_failed(c.target, ErrorKind::Parse),
@@ -103,7 +106,18 @@ impl<T: Transport> Loop<'_, T> {
                             let left = end - fed.consumed;
                             match fed.complete {
                                 Some(done) => {
-                                    if let Some(next) = self.response_in(c, done, left, now) {
+                                    if arrived.is_some() && left == 0 {
+                                        let held = us_between(at, now);
+                                        self.stats.phases.held.saturating_record(held);
+                                    }
+                                    let next = self.response_in(c, done, left, at);
+                                    // The next request leaves now, not when the last
+                                    // response arrived.
+                                    c.since = now;
+                                    if self.w.pace.is_none() {
+                                        c.intended = now;
+                                    }
+                                    if let Some(next) = next {
                                         return next;
                                     }
                                 }
@@ -114,7 +128,7 @@ impl<T: Transport> Loop<'_, T> {
                                     }
                                     c.buf.copy_within(fed.consumed..end, 0);
                                     c.pending = left;
-                                    if T::SHORT_READ_DRAINS && c.drained {
+                                    if c.drained {
                                         return Next::Wait;
                                     }
                                 }
@@ -151,6 +165,12 @@ impl<T: Transport> Loop<'_, T> {
         if T::TLS {
             let us = us_between(c.tcp_at, now).max(1);
             self.stats.phases.tls_handshake.saturating_record(us);
+            // Responses end at their arrival time (the loop may let them gather, see
+            // `gather.rs`); and what the handshake's reads left is unknown.
+            if let Some(t) = c.transport.as_mut() {
+                t.stamp_arrivals();
+            }
+            c.drained = false;
         }
         if self.w.h2.is_some() {
             return self.h2_start(c, now);

@@ -19,12 +19,6 @@ use super::arrival;
 pub trait Transport: Sized {
     /// Per-run shared state (TLS configuration).
     type Config: Clone + Send + 'static;
-    /// A read that returned less than asked proves the socket had nothing more, so the
-    /// loop may wait for the next readiness event instead of reading again to see
-    /// `WouldBlock` (one syscall saved per response). True of a TCP socket: Linux queues
-    /// a new epoll event for every segment that arrives after the read. Not of TLS, where
-    /// rustls may hold decrypted bytes the socket no longer has.
-    const SHORT_READ_DRAINS: bool;
     /// Set-up includes a TLS handshake after the TCP connect (its own timed phase).
     const TLS: bool;
 
@@ -42,6 +36,14 @@ pub trait Transport: Sized {
         None
     }
     fn read(&mut self, buf: &mut [u8]) -> io::Result<usize>;
+    /// Whether the last read, which returned less than asked when `short`, left
+    /// nothing to read: the loop may then wait for the next readiness event instead of
+    /// reading again to see `WouldBlock` (one system call saved per response). Linux
+    /// queues a new edge-triggered epoll event for every segment that arrives after a
+    /// read, so a TCP read that returned less than asked proves it.
+    fn drained(&self, short: bool) -> bool {
+        short
+    }
     /// Asks the kernel to timestamp the bytes arriving on the socket (`arrival.rs`), for
     /// `read_stamped`; `true` if it will.
     fn stamp_arrivals(&mut self) -> bool {
@@ -85,7 +87,6 @@ pub struct Plain {
 
 impl Transport for Plain {
     type Config = ();
-    const SHORT_READ_DRAINS: bool = true;
     const TLS: bool = false;
 
     fn connect(addr: SocketAddr, _: &()) -> io::Result<Self> {
@@ -220,12 +221,15 @@ pub struct Tls {
     tcp_up: bool,
     /// The arrival time of the last records read from the socket, once stamped.
     arrived: Option<Instant>,
+    /// The last read of the socket returned less than rustls asked: it was empty then.
+    socket_short: bool,
 }
 
 /// The socket as rustls reads it, through `recvmsg` for the arrival time.
 struct Stamped<'a> {
     fd: RawFd,
     arrived: &'a mut Option<Instant>,
+    short: &'a mut bool,
 }
 
 impl Read for Stamped<'_> {
@@ -234,6 +238,7 @@ impl Read for Stamped<'_> {
         if at.is_some() {
             *self.arrived = at;
         }
+        *self.short = n < buf.len();
         Ok(n)
     }
 }
@@ -244,6 +249,7 @@ impl Tls {
         let n = self.tls.read_tls(&mut Stamped {
             fd: self.stream.as_raw_fd(),
             arrived: &mut self.arrived,
+            short: &mut self.socket_short,
         })?;
         self.tls
             .process_new_packets()
@@ -254,7 +260,6 @@ impl Tls {
 
 impl Transport for Tls {
     type Config = TlsConfig;
-    const SHORT_READ_DRAINS: bool = false;
     const TLS: bool = true;
 
     fn connect(addr: SocketAddr, config: &TlsConfig) -> io::Result<Self> {
@@ -265,6 +270,7 @@ impl Transport for Tls {
             tls,
             tcp_up: false,
             arrived: None,
+            socket_short: false,
         })
     }
     fn socket(&mut self) -> &mut TcpStream {
@@ -314,6 +320,13 @@ impl Transport for Tls {
                 return Ok(0);
             }
         }
+    }
+    /// Drained when the plaintext ran out (`short`) and the socket's last read was
+    /// short too: rustls decrypts every whole record it has read, so what it still
+    /// holds is part of a record whose rest will come as a new event. (A read that
+    /// filled rustls's buffer proves nothing: the socket may hold more.)
+    fn drained(&self, short: bool) -> bool {
+        short && self.socket_short
     }
     fn read_stamped(&mut self, buf: &mut [u8]) -> io::Result<(usize, Option<Instant>)> {
         // Plaintext rustls already held came with the records last read: their time.

@@ -153,9 +153,11 @@ impl<T: Transport> Worker<T> {
             None => None,
         };
         let mut armed: Option<Instant> = None;
-        // HTTP/2 in closed loop lets responses gather (`gather.rs`); their times are the
-        // kernel's arrival times, so what the hold adds shows only as `held`.
-        let mut gather = (self.h2.is_some() && self.pace.is_none())
+        // HTTP/2, and HTTP/1.1 over TLS with keep-alive, let responses gather in closed
+        // loop (`gather.rs`); their times are the kernel's arrival times, so what the hold
+        // adds shows only as `held`.
+        let keep_alive_tls = T::TLS && self.connreqs.is_none();
+        let mut gather = ((self.h2.is_some() || keep_alive_tls) && self.pace.is_none())
             .then(|| Gather::new(now, self.connections * self.streams as usize));
         let mut next_sweep = now + SWEEP;
         let mut next_tick = self.start + TICK;

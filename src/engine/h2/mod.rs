@@ -254,6 +254,7 @@ impl<T: Transport> Loop<'_, T> {
                 Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
                 Err(_) => return self.h2_fail(c, ErrorKind::Read),
             };
+            let drained = t.drained(n < space);
             self.stats.bytes_read += n as u64;
             self.interval_bytes += n as u64;
             if n == 0 {
@@ -295,8 +296,8 @@ impl<T: Transport> Loop<'_, T> {
                 return next;
             }
             c.since = now;
-            if T::SHORT_READ_DRAINS && n < space && !c.hup {
-                // The socket is empty (see `Transport::SHORT_READ_DRAINS`): send what
+            if drained && !c.hup {
+                // The socket is empty (see `Transport::drained`): send what
                 // the frames asked for and wait for the next event.
                 return self.h2_send(c);
             }
