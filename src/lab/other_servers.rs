@@ -10,6 +10,13 @@ use crate::run::Run;
 
 /// An Apache httpd with the event MPM: `threads` per process, `processes` at most,
 /// `MaxRequestWorkers` = their product. Returns the parent's pid.
+///
+/// `MinSpareThreads 2`: Apache's parent checks its workers once a second and logs
+/// "server reached MaxRequestWorkers" (once) when fewer than `MinSpareThreads` are idle
+/// and no more can start. A worker of the event MPM is busy only while it handles a
+/// request (keep-alive waits are the listener's), so with one spare the check could find
+/// a worker between two requests at every tick of a run on a loaded machine (1 of ~40
+/// lab suites, other scenarios running beside it); with two it needs half the pool idle.
 fn start_apache(w: &mut World, ns: &str, processes: u32, threads: u32) -> anyhow::Result<i32> {
     let root = docroot(w)?;
     let d = w.dir.join("apache");
@@ -36,7 +43,7 @@ StartServers {processes}
 ServerLimit {processes}
 ThreadsPerChild {threads}
 ThreadLimit {threads}
-MinSpareThreads 1
+MinSpareThreads 2
 MaxSpareThreads {max}
 MaxRequestWorkers {max}
 <Directory {root}>
