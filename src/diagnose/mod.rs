@@ -181,7 +181,7 @@ mod testutil;
 
 #[cfg(test)]
 mod tests {
-    use super::testutil::{fixture, with_stall};
+    use super::testutil::{fixture, with_mode, with_stall};
     use super::*;
 
     fn kind_of(found: &[Finding], id: &str) -> Option<Kind> {
@@ -260,6 +260,43 @@ mod tests {
         worker.state = "D".into();
         let found = diagnose(&blocked);
         assert_eq!(kind_of(&found, "event-loop-stall"), Some(Kind::Bottleneck));
+    }
+
+    /// Regression (fresh-clone CI, tests/upstream.rs: 12 connections over 2 php-fpm
+    /// children computing a few ms each): the queue's wait made 66% of the requests
+    /// 36-48 ms and `nagle-delayed-ack` was ranked above `upstream-saturated`. Bodies
+    /// ~40 ms after their heads are Nagle's alone: then it stands.
+    #[test]
+    fn a_saturated_upstream_explains_a_40_ms_mode_unless_bodies_lag_their_heads() {
+        let mut run = fixture("php-fpm-children-before");
+        let n = 3 * run.results.latency.count;
+        with_mode(&mut run.results.latency, 42_000, n);
+        let found = diagnose(&run);
+        assert_eq!(found[0].id, "upstream-saturated", "{:?}", ids(&found));
+        let nagle = found
+            .iter()
+            .find(|f| f.id == "nagle-delayed-ack")
+            .expect("fires");
+        assert_eq!(nagle.kind, Kind::Info);
+        assert!(nagle
+            .explanation
+            .contains("Explained by upstream-saturated"));
+        // (This recording has no phases: another's, with the bodies' mode added.)
+        let mut split = run.clone();
+        let mut phases = fixture("blocking-log-before")
+            .results
+            .phases
+            .expect("phases");
+        let bodies = phases.body.count;
+        with_mode(&mut phases.body, 41_000, 10 * bodies);
+        split.results.phases = Some(phases);
+        let found = diagnose(&split);
+        assert_eq!(
+            kind_of(&found, "nagle-delayed-ack"),
+            Some(Kind::Bottleneck),
+            "{:?}",
+            ids(&found)
+        );
     }
 
     /// Out of ports, the port search is part of running out: one finding first.

@@ -82,6 +82,14 @@ pub fn with_profile(run: &mut Run, name: &str) {
 
 /// `run` with a recurring stall injected: as many requests as connections waited
 /// `stall_us` at once in a later second (the evidence of `event-loop-stall`).
+/// `n` more values of `us` in a latency summary (a mode).
+pub fn with_mode(summary: &mut crate::run::LatencySummary, us: u64, n: u64) {
+    let mut h = summary.decode().unwrap();
+    h.record_n(us, n).unwrap();
+    let corrected = summary.corrected_for_coordinated_omission;
+    *summary = crate::run::LatencySummary::from_histogram(&h, corrected);
+}
+
 pub fn with_stall(run: &mut Run, stall_us: u64) {
     let mut h = run.results.latency.decode().unwrap();
     h.record_n(stall_us, run.spec.connections as u64).unwrap();

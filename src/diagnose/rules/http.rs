@@ -7,6 +7,9 @@ use crate::run::{Finding, Kind, ServerKind};
 /// measured (a bottleneck), not a tail beside it (a warning).
 const NAGLE_DOMINANT: f64 = 0.5;
 
+/// The evidence that responses' bodies came ~40 ms after their heads.
+pub(super) const BODY_AFTER_HEAD: &str = "bodies 36-48 ms after their heads";
+
 /// A ~40 ms latency mode on keep-alive: Nagle's algorithm waiting for a delayed ACK.
 /// Read from the phases when the Run has them: a body arriving ~40 ms after its head is
 /// a response written in two pieces (head, then body), the second held by Nagle until
@@ -45,11 +48,8 @@ pub(super) fn nagle_delayed_ack(c: &Ctx) -> Option<Finding> {
         fact("share of requests", share * 100.0, "%"),
     ];
     if let Some((n, _)) = body {
-        f.evidence.push(fact(
-            "bodies 36-48 ms after their heads",
-            n as f64,
-            "responses",
-        ));
+        f.evidence
+            .push(fact(BODY_AFTER_HEAD, n as f64, "responses"));
     }
     f.explanation = match body {
         Some(_) => format!("The server writes each response in two pieces — the head, then the body — on a socket with Nagle's algorithm on (no TCP_NODELAY): the body waits until the head is acknowledged, and the client delays that ACK by ~40 ms because it has nothing to send. The phases show it: the first byte arrives at once, the last ~40 ms later, whatever the body's size. {:.0}% of the requests took 36-48 ms.", share * 100.0),

@@ -172,6 +172,15 @@ pub(super) struct Explains {
     pub unless: Option<fn(&Finding) -> bool>,
 }
 
+/// Bodies arriving ~40 ms after their heads: Nagle's own signature (a queue delays a
+/// response's head, not the gap between its head and its body).
+fn body_after_head(nagle: &Finding) -> bool {
+    nagle
+        .evidence
+        .iter()
+        .any(|e| e.name == http::BODY_AFTER_HEAD && e.value > 0.0)
+}
+
 /// A stall whose samples caught a worker stopped or in disk wait was a worker blocked,
 /// whatever else the machine did meanwhile.
 fn worker_seen_blocked(stall: &Finding) -> bool {
@@ -220,6 +229,16 @@ pub(super) const EXPLAINS: &[Explains] = &[
         consequence: "concurrency-bound",
         why: "the workers spent that time blocked in the call named above, not waiting for requests: the rate is set by the blocking",
         unless: None,
+    },
+    // Connections queued for a few busy upstream workers wait about the same time each:
+    // N requests ahead of a few ms each make a latency mode that can sit at 40 ms
+    // (CI, tests/upstream.rs: 12 connections over 2 php-fpm children computing, 66% of
+    // the requests at 36-48 ms, `nagle-delayed-ack` ranked first).
+    Explains {
+        cause: "upstream-saturated",
+        consequence: "nagle-delayed-ack",
+        why: "every request waited in the upstream's queue behind the same number of others, each a few ms of a busy worker: a latency mode of the queue, not of a delayed ACK (whose mark, bodies ~40 ms after their heads, is absent)",
+        unless: Some(body_after_head),
     },
     // Out of ports, connect() first searches the whole range: the search's cost is
     // part of running out.
