@@ -362,27 +362,8 @@ fn string<'a>(b: &mut &'a [u8]) -> Result<(bool, &'a [u8]), Malformed> {
 
 #[cfg(test)]
 mod tests {
+    use super::super::testutil::{encode_huffman, Rng};
     use super::*;
-
-    /// A small deterministic generator (xorshift64*), so failures repeat.
-    struct Rng(u64);
-    impl Rng {
-        fn next(&mut self) -> u64 {
-            self.0 ^= self.0 >> 12;
-            self.0 ^= self.0 << 25;
-            self.0 ^= self.0 >> 27;
-            self.0.wrapping_mul(0x2545_f491_4f6c_dd1d)
-        }
-        fn below(&mut self, n: u64) -> u64 {
-            self.next() % n
-        }
-    }
-
-    fn encode_huffman(s: &[u8]) -> Vec<u8> {
-        let mut out = Vec::new();
-        httlib_huffman::encode(s, &mut out).unwrap();
-        out
-    }
 
     /// nginx's first response on a connection: the table size set to 0, `:status: 200`
     /// indexed, and fields with incremental indexing (which then never fit).

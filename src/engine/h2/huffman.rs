@@ -123,27 +123,8 @@ pub(super) fn huffman_decode(src: &[u8], mut emit: impl FnMut(u8)) -> Result<usi
 
 #[cfg(test)]
 mod tests {
+    use super::super::testutil::{encode_huffman, Rng};
     use super::*;
-
-    /// A small deterministic generator (xorshift64*), so failures repeat.
-    struct Rng(u64);
-    impl Rng {
-        fn next(&mut self) -> u64 {
-            self.0 ^= self.0 >> 12;
-            self.0 ^= self.0 << 25;
-            self.0 ^= self.0 >> 27;
-            self.0.wrapping_mul(0x2545_f491_4f6c_dd1d)
-        }
-        fn below(&mut self, n: u64) -> u64 {
-            self.next() % n
-        }
-    }
-
-    fn encode_huffman(s: &[u8]) -> Vec<u8> {
-        let mut out = Vec::new();
-        httlib_huffman::encode(s, &mut out).unwrap();
-        out
-    }
 
     #[test]
     fn the_huffman_code_is_canonical_and_every_symbol_decodes() {

@@ -33,6 +33,8 @@ pub mod frame;
 pub(super) mod hpack;
 mod huffman;
 pub(super) mod state;
+#[cfg(test)]
+mod testutil;
 
 use std::io;
 use std::time::Instant;
