@@ -184,6 +184,13 @@ mod tests {
     use super::testutil::{fixture, with_mode, with_stall};
     use super::*;
 
+    /// Asserts that finding `id` fired and was demoted to info, explained by `cause`.
+    fn assert_explained(found: &[Finding], id: &str, cause: &str) {
+        let f = found.iter().find(|f| f.id == id).expect("fires");
+        assert_eq!(f.kind, Kind::Info, "{:?}", ids(found));
+        assert!(f.explanation.contains(&format!("Explained by {cause}")));
+    }
+
     fn kind_of(found: &[Finding], id: &str) -> Option<Kind> {
         found.iter().find(|f| f.id == id).map(|f| f.kind)
     }
@@ -219,14 +226,7 @@ mod tests {
         with_stall(&mut run, 400_000);
         let found = diagnose(&run);
         assert_eq!(found[0].id, "time-wait-connect-cost", "{:?}", ids(&found));
-        let stall = found
-            .iter()
-            .find(|f| f.id == "event-loop-stall")
-            .expect("fires");
-        assert_eq!(stall.kind, Kind::Info);
-        assert!(stall
-            .explanation
-            .contains("Explained by time-wait-connect-cost"));
+        assert_explained(&found, "event-loop-stall", "time-wait-connect-cost");
         // Without the cause the same evidence is a stall, first.
         let mut no_proxy = run.clone();
         no_proxy.evidence.as_mut().unwrap().window.time_wait_max = 10;
@@ -244,12 +244,7 @@ mod tests {
         with_stall(&mut run, 400_000);
         let found = diagnose(&run);
         assert_eq!(kind_of(&found, "run-queue-delay"), Some(Kind::Bottleneck));
-        let stall = found
-            .iter()
-            .find(|f| f.id == "event-loop-stall")
-            .expect("fires");
-        assert_eq!(stall.kind, Kind::Info, "{:?}", ids(&found));
-        assert!(stall.explanation.contains("Explained by run-queue-delay"));
+        assert_explained(&found, "event-loop-stall", "run-queue-delay");
         let mut blocked = run.clone();
         let samples = &mut blocked.evidence.as_mut().unwrap().samples;
         let worker = samples[1]
@@ -273,14 +268,7 @@ mod tests {
         with_mode(&mut run.results.latency, 42_000, n);
         let found = diagnose(&run);
         assert_eq!(found[0].id, "upstream-saturated", "{:?}", ids(&found));
-        let nagle = found
-            .iter()
-            .find(|f| f.id == "nagle-delayed-ack")
-            .expect("fires");
-        assert_eq!(nagle.kind, Kind::Info);
-        assert!(nagle
-            .explanation
-            .contains("Explained by upstream-saturated"));
+        assert_explained(&found, "nagle-delayed-ack", "upstream-saturated");
         // (This recording has no phases: another's, with the bodies' mode added.)
         let mut split = run.clone();
         let mut phases = fixture("blocking-log-before")
