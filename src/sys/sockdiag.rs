@@ -129,10 +129,16 @@ impl Diag {
     }
 
     /// The established TCP connections on local `port` (the server's side of its
-    /// clients' connections), with their buffers and send-time chronograph.
-    pub fn tcp_connections(&mut self, port: u16) -> io::Result<Vec<ConnStats>> {
+    /// clients' connections), with their buffers and send-time chronograph. Each
+    /// family's dump walks the kernel's whole established hash, so only the families of
+    /// the port's `listeners` are dumped (both when none is known).
+    pub fn tcp_connections(
+        &mut self,
+        port: u16,
+        listeners: &[Listener],
+    ) -> io::Result<Vec<ConnStats>> {
         let mut out = Vec::new();
-        for family in [AF_INET, AF_INET6] {
+        for family in families_accepting(listeners) {
             let req = SockDiagMessage::InetRequest(InetRequest {
                 family,
                 protocol: IPPROTO_TCP,
@@ -239,6 +245,21 @@ impl Diag {
     }
 }
 
+/// The families of the connections the TCP `listeners` accept: a socket accepted on an
+/// IPv6 listener is IPv6 even for an IPv4 client (an IPv4-mapped address), so an IPv6
+/// listener's connections are all in the AF_INET6 dump. Both when no listener is known.
+fn families_accepting(listeners: &[Listener]) -> Vec<u8> {
+    let v6 = |l: &Listener| l.addr.starts_with('[');
+    let mut out = Vec::new();
+    if listeners.is_empty() || listeners.iter().any(|l| !v6(l)) {
+        out.push(AF_INET);
+    }
+    if listeners.is_empty() || listeners.iter().any(v6) {
+        out.push(AF_INET6);
+    }
+    out
+}
+
 fn new_socket() -> io::Result<Socket> {
     let mut s = Socket::new(NETLINK_SOCK_DIAG)?;
     s.bind_auto()?;
@@ -280,7 +301,9 @@ mod tests {
         let (mut server, _) = l.accept().unwrap();
         server.write_all(&[7u8; 100_000]).unwrap();
         let mut d = Diag::open().unwrap();
-        let found = d.tcp_connections(port).unwrap();
+        let listeners = d.tcp_listeners(Some(port)).unwrap();
+        assert_eq!(families_accepting(&listeners), [AF_INET]);
+        let found = d.tcp_connections(port, &listeners).unwrap();
         // The server's side only (the client's socket has the port as its peer's).
         assert_eq!(found.len(), 1, "{found:?}");
         let c = found[0];
@@ -289,6 +312,25 @@ mod tests {
             c.busy_us >= c.rwnd_limited_us + c.sndbuf_limited_us,
             "{c:?}"
         );
+    }
+
+    #[test]
+    fn an_ipv4_client_of_a_dual_stack_listener_is_in_the_ipv6_dump() {
+        // What every JVM server does: one [::] socket for both families.
+        let Ok(l) = std::net::TcpListener::bind("[::]:0") else {
+            eprintln!("no IPv6 here: skipped");
+            return;
+        };
+        let port = l.local_addr().unwrap().port();
+        let _c = std::net::TcpStream::connect(("127.0.0.1", port)).unwrap();
+        let _server = l.accept().unwrap();
+        let mut d = Diag::open().unwrap();
+        let listeners = d.tcp_listeners(Some(port)).unwrap();
+        assert_eq!(families_accepting(&listeners), [AF_INET6], "{listeners:?}");
+        let found = d.tcp_connections(port, &listeners).unwrap();
+        assert_eq!(found.len(), 1, "{found:?}");
+        // Nothing known of the port: both families, the same connection.
+        assert_eq!(d.tcp_connections(port, &[]).unwrap().len(), 1);
     }
 
     #[test]

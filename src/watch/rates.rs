@@ -423,7 +423,30 @@ mod tests {
             speeds: BTreeMap::new(),
             conn_seen: BTreeMap::new(),
             conn_chrono: [0; 3],
+            conns_at: None,
         }
+    }
+
+    /// The connections are read in the window's first and last snapshots and at most
+    /// once per CONNS_EVERY between them (each read walks the kernel's established hash).
+    #[test]
+    fn reads_the_servers_connections_at_most_once_per_interval() {
+        let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        let port = l.local_addr().unwrap().port();
+        let _c = std::net::TcpStream::connect(("127.0.0.1", port)).unwrap();
+        let _server = l.accept().unwrap();
+        let mut r = Reader {
+            procs: Vec::new(),
+            diag: Some(crate::sys::sockdiag::Diag::open().unwrap()),
+            port,
+            ..reader()
+        };
+        let sockets = |s: &Snapshot| s.conns.map(|c| c.sockets);
+        assert_eq!(sockets(&r.snapshot(true)), Some(1));
+        assert_eq!(sockets(&r.snapshot(false)), None, "read again at once");
+        assert_eq!(sockets(&r.snapshot(true)), Some(1), "the window's last");
+        r.conns_at = r.conns_at.map(|t| t - Duration::from_secs(1));
+        assert_eq!(sockets(&r.snapshot(false)), Some(1), "a second later");
     }
 
     /// A moment of the run: the worker's fds, the accept queue, TIME_WAIT, conntrack.

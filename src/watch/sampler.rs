@@ -90,6 +90,7 @@ pub(super) fn sampler(
         },
         conn_seen: BTreeMap::new(),
         conn_chrono: [0; 3],
+        conns_at: None,
     };
     let mut host = reader.host_facts();
     let topology = found.topology;
@@ -115,7 +116,7 @@ pub(super) fn sampler(
         Some(w)
     });
     let server_pids: Vec<i32> = topology.processes.iter().map(|p| p.pid).collect();
-    let mut before = reader.snapshot();
+    let mut before = reader.snapshot(true);
     before.qdiscs = qdiscs();
     before.quotas = quotas_of(&server_pids);
     before.all_ticks = all_cpu_ticks();
@@ -146,7 +147,7 @@ pub(super) fn sampler(
             _ => break,
         }
         next += interval;
-        let cur = reader.snapshot();
+        let cur = reader.snapshot(false);
         if samples.len() < MAX_SAMPLES {
             let sample = reader.sample(start, &prev, &cur);
             if let Some(live) = &live {
@@ -181,7 +182,7 @@ pub(super) fn sampler(
         }
         prev = cur;
     }
-    let mut after = reader.snapshot();
+    let mut after = reader.snapshot(true);
     after.qdiscs = qdiscs();
     after.quotas = quotas_of(&server_pids);
     after.all_ticks = all_cpu_ticks();

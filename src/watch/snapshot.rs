@@ -96,7 +96,16 @@ pub(super) struct Reader {
     /// what every connection added since the watch began.
     pub(super) conn_seen: BTreeMap<u64, [u64; 3]>,
     pub(super) conn_chrono: [u64; 3],
+    /// When the connections were last read (see [`CONNS_EVERY`]).
+    pub(super) conns_at: Option<Instant>,
 }
+
+/// How often a sample reads the server's connections at most. Each read is a sock_diag
+/// dump that walks the kernel's whole established-socket hash (262,144 buckets on a
+/// 23 GB machine, whatever the connections), so at 100 ms it was most of the sampler's
+/// CPU; the chronograph is cumulative per connection, so reading it less often loses
+/// only connections that open and close between two reads.
+const CONNS_EVERY: std::time::Duration = std::time::Duration::from_millis(900);
 
 impl Reader {
     pub(super) fn read(&mut self, path: &str) -> Option<String> {
@@ -116,9 +125,12 @@ impl Reader {
         }
     }
 
-    pub(super) fn snapshot(&mut self) -> Snapshot {
+    /// Reads everything; the connections only when `all` (the window's first and last
+    /// snapshots) or when [`CONNS_EVERY`] has passed since they were last read.
+    pub(super) fn snapshot(&mut self, all: bool) -> Snapshot {
+        let now = Instant::now();
         let mut s = Snapshot {
-            at: Some(Instant::now()),
+            at: Some(now),
             ..Snapshot::default()
         };
         if let Some(t) = self.read("/proc/stat") {
@@ -207,8 +219,12 @@ impl Reader {
             if let Ok(ls) = d.tcp_listeners(Some(self.port)) {
                 s.listeners = ls;
             }
-            if let Ok(cs) = d.tcp_connections(self.port) {
-                s.conns = Some(conn_snap(&mut self.conn_seen, &mut self.conn_chrono, &cs));
+            let due = all || self.conns_at.is_none_or(|t| now - t >= CONNS_EVERY);
+            if due {
+                if let Ok(cs) = d.tcp_connections(self.port, &s.listeners) {
+                    s.conns = Some(conn_snap(&mut self.conn_seen, &mut self.conn_chrono, &cs));
+                    self.conns_at = Some(now);
+                }
             }
             for port in &self.upstream_ports {
                 if let Ok(ls) = d.tcp_listeners(Some(*port)) {
