@@ -5,7 +5,7 @@
  * One thread, C connections, one request in flight on each, io_uring (liburing) with
  * batched waits: one io_uring_enter per loop submits everything queued and waits for a
  * quarter of the connections' completions (at most 1 ms), as loadlens does. No clock
- * read per response, no latency, no timestamps: only what every client must do.
+ * read per response, no latency, no timestamps (but see -T): only what every client must do.
  *
  *   keep-alive, small body (default): a multishot receive armed once per connection
  *     into a ring of provided buffers; per response one send (no completion unless it
@@ -20,13 +20,22 @@
  *     succeed); the last request says `Connection: close`, the server closes first, the
  *     receive's end of stream is the cue to close through the ring and open again.
  *
+ * Timestamps as loadlens takes them (-T): SO_TIMESTAMPNS on every socket and every
+ * receive in its recvmsg form, with room for one SCM_TIMESTAMPNS control message: the
+ * multishot receive becomes a multishot recvmsg into the same provided buffers (the
+ * kernel writes a header and the control message before the bytes), the -t head and
+ * discard receives one-shot recvmsgs with the connection's own msghdr. The arrival time
+ * of each completion is read from its control message and folded into a checksum, nothing
+ * more (no clock, no latency): the floor for a client whose arrival times come from the
+ * kernel. Then a second line, on stderr: `timestamps N checksum X`.
+ *
  * Every response is counted exactly: its head must begin `HTTP/1.1 200 ` (else it is
  * counted as not OK) and carry Content-Length; a response still incomplete when the time
  * is up is not counted. Output, one line on stdout:
  *   responses N ok N bytes B errors E seconds S
  * (bytes: heads plus Content-Length bodies). Exit 1 on a set-up error.
  *
- * Usage: floor -p PORT -u PATH [-a 127.0.0.1] [-c 50] [-d 4] [-r N] [-t] [-h 4096]
+ * Usage: floor -p PORT -u PATH [-a 127.0.0.1] [-c 50] [-d 4] [-r N] [-t] [-h 4096] [-T]
  */
 #define _GNU_SOURCE
 #include <arpa/inet.h>
@@ -48,6 +57,17 @@ enum { OP_CONNECT = 1, OP_SEND, OP_RECV, OP_HEAD, OP_TRUNC, OP_CLOSE };
 #define HEAD_MAX 8192
 #define BUF_SIZE 65536
 #define IGNORED UINT64_MAX
+#define CONTROL CMSG_SPACE(sizeof(struct timespec)) /* -T: one SCM_TIMESTAMPNS */
+
+/* -T, -t: a one-shot recvmsg's message, with room for the arrival time. */
+struct oneshot {
+	struct msghdr msg;
+	struct iovec iov;
+	union {
+		char buf[CONTROL];
+		struct cmsghdr align;
+	} control;
+};
 
 struct conn {
 	int fd;
@@ -62,6 +82,7 @@ struct conn {
 	uint64_t head_len;  /* the response's head length, for the byte count */
 	uint32_t have;      /* bytes of an incomplete head in buf */
 	char *buf;          /* HEAD_MAX bytes: an incomplete head (or -t: each head) */
+	struct oneshot *os; /* -T -t: the message of the head's or the discard's receive */
 };
 
 static struct io_uring ring;
@@ -72,6 +93,9 @@ static char req_keep[1024], req_last[1024];
 static int len_keep, len_last;
 static uint32_t per_conn; /* requests per connection, 0 = keep-alive */
 static int trunc_mode;
+static int stamp_mode; /* -T */
+static struct msghdr mshot_msg; /* -T: the multishot recvmsg's: no name, one control message */
+static uint64_t stamps, stamp_sum; /* -T: arrival times read, their sum in ns */
 static uint32_t head_read = 4096;
 static struct io_uring_buf_ring *br;
 static char *bufs;
@@ -95,18 +119,34 @@ static struct io_uring_sqe *sqe(void)
 static void arm_recv(int i)
 {
 	struct io_uring_sqe *s = sqe();
-	io_uring_prep_recv_multishot(s, conns[i].fd, NULL, 0, 0);
+	if (stamp_mode)
+		io_uring_prep_recvmsg_multishot(s, conns[i].fd, &mshot_msg, 0);
+	else
+		io_uring_prep_recv_multishot(s, conns[i].fd, NULL, 0, 0);
 	s->flags |= IOSQE_BUFFER_SELECT;
 	s->buf_group = 0;
 	io_uring_sqe_set_data64(s, ud(i, OP_RECV));
 	conns[i].recv_armed = 1;
 }
 
+/* -T -t: the connection's one-shot recvmsg of at most n bytes into p (NULL: discarded). */
+static void prep_oneshot(struct io_uring_sqe *s, int i, void *p, size_t n, unsigned flags)
+{
+	struct oneshot *o = conns[i].os;
+	o->iov.iov_base = p;
+	o->iov.iov_len = n;
+	o->msg.msg_controllen = CONTROL;
+	io_uring_prep_recvmsg(s, conns[i].fd, &o->msg, flags);
+}
+
 static void recv_head(int i)
 {
 	struct conn *c = &conns[i];
 	struct io_uring_sqe *s = sqe();
-	io_uring_prep_recv(s, c->fd, c->buf + c->have, head_read - c->have, 0);
+	if (stamp_mode)
+		prep_oneshot(s, i, c->buf + c->have, head_read - c->have, 0);
+	else
+		io_uring_prep_recv(s, c->fd, c->buf + c->have, head_read - c->have, 0);
 	io_uring_sqe_set_data64(s, ud(i, OP_HEAD));
 }
 
@@ -118,8 +158,11 @@ static void recv_head(int i)
 static void discard(int i)
 {
 	struct io_uring_sqe *s = sqe();
-	uint64_t n = conns[i].remaining;
-	io_uring_prep_recv(s, conns[i].fd, NULL, n > (1u << 30) ? (1u << 30) : n, MSG_TRUNC);
+	uint64_t n = conns[i].remaining > (1u << 30) ? (1u << 30) : conns[i].remaining;
+	if (stamp_mode)
+		prep_oneshot(s, i, NULL, n, MSG_TRUNC);
+	else
+		io_uring_prep_recv(s, conns[i].fd, NULL, n, MSG_TRUNC);
 	io_uring_sqe_set_data64(s, ud(i, OP_TRUNC));
 }
 
@@ -144,6 +187,11 @@ static void open_conn(int i)
 	c->fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
 	if (c->fd < 0) {
 		perror("socket");
+		exit(1);
+	}
+	int one = 1;
+	if (stamp_mode && setsockopt(c->fd, SOL_SOCKET, SO_TIMESTAMPNS, &one, sizeof one) < 0) {
+		perror("setsockopt SO_TIMESTAMPNS");
 		exit(1);
 	}
 	c->gen++;
@@ -307,6 +355,59 @@ static void head_in(int i, size_t n)
 		discard(i);
 }
 
+/* -T: a control message; if it is the arrival time, folded into the checksum. */
+static int take_stamp(struct cmsghdr *cm)
+{
+	struct timespec t;
+	if (cm->cmsg_level != SOL_SOCKET || cm->cmsg_type != SCM_TIMESTAMPNS)
+		return 0;
+	memcpy(&t, CMSG_DATA(cm), sizeof t);
+	stamp_sum += (uint64_t)t.tv_sec * 1000000000u + (uint64_t)t.tv_nsec;
+	stamps++;
+	return 1;
+}
+
+/* -T -t: the arrival time a one-shot recvmsg left in the connection's message. */
+static void oneshot_stamp(int i)
+{
+	struct msghdr *m = &conns[i].os->msg;
+	for (struct cmsghdr *cm = CMSG_FIRSTHDR(m); cm; cm = CMSG_NXTHDR(m, cm))
+		if (take_stamp(cm))
+			break;
+}
+
+/*
+ * -T: a multishot recvmsg's res bytes in buffer b: its header, the control message, then
+ * the bytes of the stream. The end of the stream comes with a buffer too (no bytes, the
+ * last completion), where a plain receive's has res 0 and none.
+ */
+static void mshot_in(int i, char *b, int res, unsigned cqe_flags)
+{
+	struct conn *c = &conns[i];
+	struct io_uring_recvmsg_out *o = io_uring_recvmsg_validate(b, res, &mshot_msg);
+	if (!o) {
+		failed(i);
+		return;
+	}
+	for (struct cmsghdr *cm = io_uring_recvmsg_cmsg_firsthdr(o, &mshot_msg); cm;
+	     cm = io_uring_recvmsg_cmsg_nexthdr(o, &mshot_msg, cm))
+		if (take_stamp(cm))
+			break;
+	unsigned n = io_uring_recvmsg_payload_length(o, res, &mshot_msg);
+	if (n > 0) {
+		feed(i, io_uring_recvmsg_payload(o, &mshot_msg), n);
+	} else if (cqe_flags & IORING_CQE_F_MORE) {
+		return;
+	} else if (c->draining) {
+		c->recv_armed = 0;
+		close_conn(i);
+		if (!stopping)
+			open_conn(i);
+	} else {
+		failed(i);
+	}
+}
+
 static void complete(struct io_uring_cqe *cqe)
 {
 	uint64_t d = io_uring_cqe_get_data64(cqe);
@@ -315,8 +416,12 @@ static void complete(struct io_uring_cqe *cqe)
 		unsigned bid = cqe->flags >> IORING_CQE_BUFFER_SHIFT;
 		if (res > 0 && d != IGNORED) {
 			int i = d >> 32;
-			if (conns[i].fd >= 0 && (conns[i].gen & 0xffffff) == ((d >> 8) & 0xffffff))
-				feed(i, bufs + (size_t)bid * BUF_SIZE, res);
+			if (conns[i].fd >= 0 && (conns[i].gen & 0xffffff) == ((d >> 8) & 0xffffff)) {
+				if (stamp_mode)
+					mshot_in(i, bufs + (size_t)bid * BUF_SIZE, res, cqe->flags);
+				else
+					feed(i, bufs + (size_t)bid * BUF_SIZE, res);
+			}
 		}
 		io_uring_buf_ring_add(br, bufs + (size_t)bid * BUF_SIZE, BUF_SIZE, bid,
 				      io_uring_buf_ring_mask(nbufs), recycled++);
@@ -350,15 +455,20 @@ static void complete(struct io_uring_cqe *cqe)
 		}
 		break;
 	case OP_HEAD:
-		if (res > 0)
+		if (res > 0) {
+			if (stamp_mode)
+				oneshot_stamp(i);
 			head_in(i, res);
-		else
+		} else {
 			failed(i);
+		}
 		break;
 	case OP_TRUNC:
 		if (res <= 0) {
 			failed(i);
 		} else {
+			if (stamp_mode)
+				oneshot_stamp(i);
 			c->remaining -= res;
 			if (c->remaining == 0)
 				done(i);
@@ -384,7 +494,7 @@ int main(int argc, char **argv)
 	int port = 0, opt;
 	double duration = 4;
 	nconns = 50;
-	while ((opt = getopt(argc, argv, "a:p:u:c:d:r:th:")) != -1) {
+	while ((opt = getopt(argc, argv, "a:p:u:c:d:r:th:T")) != -1) {
 		switch (opt) {
 		case 'a': host = optarg; break;
 		case 'p': port = atoi(optarg); break;
@@ -394,9 +504,10 @@ int main(int argc, char **argv)
 		case 'r': per_conn = atoi(optarg); break;
 		case 't': trunc_mode = 1; break;
 		case 'h': head_read = atoi(optarg); break;
+		case 'T': stamp_mode = 1; break;
 		default:
 			fprintf(stderr, "usage: floor -p PORT -u PATH [-a ADDR] [-c CONNS] [-d SECS] "
-					"[-r REQS_PER_CONN] [-t] [-h HEAD_READ]\n");
+					"[-r REQS_PER_CONN] [-t] [-h HEAD_READ] [-T]\n");
 			return 2;
 		}
 	}
@@ -454,10 +565,18 @@ int main(int argc, char **argv)
 				      io_uring_buf_ring_mask(nbufs), b);
 	io_uring_buf_ring_advance(br, nbufs);
 
+	mshot_msg.msg_controllen = CONTROL;
 	conns = calloc(nconns, sizeof *conns);
 	for (int i = 0; i < nconns; i++) {
 		conns[i].fd = -1;
 		conns[i].buf = malloc(HEAD_MAX);
+		if (stamp_mode && trunc_mode) {
+			struct oneshot *o = calloc(1, sizeof *o);
+			o->msg.msg_iov = &o->iov;
+			o->msg.msg_iovlen = 1;
+			o->msg.msg_control = o->control.buf;
+			conns[i].os = o;
+		}
 		open_conn(i);
 	}
 
@@ -483,5 +602,8 @@ int main(int argc, char **argv)
 	printf("responses %llu ok %llu bytes %llu errors %llu seconds %.6f\n",
 	       (unsigned long long)responses, (unsigned long long)ok, (unsigned long long)bytes,
 	       (unsigned long long)errors, secs);
+	if (stamp_mode)
+		fprintf(stderr, "timestamps %llu checksum %llx\n", (unsigned long long)stamps,
+			(unsigned long long)stamp_sum);
 	return 0;
 }
