@@ -4,7 +4,7 @@
  *
  * One thread, C connections, one request in flight on each, io_uring (liburing) with
  * batched waits: one io_uring_enter per loop submits everything queued and waits for a
- * quarter of the connections' completions (at most 1 ms), as loadlens does. No clock
+ * quarter of the connections' completions (at most 1 ms; -H waits as loadlens does). No clock
  * read per response, no latency, no timestamps (but see -T): only what every client must do.
  *
  *   keep-alive, small body (default): a multishot receive armed once per connection
@@ -35,7 +35,14 @@
  *   responses N ok N bytes B errors E seconds S
  * (bytes: heads plus Content-Length bodies). Exit 1 on a set-up error.
  *
+ * The wait (-H US): by default each wait is for a quarter of the connections' completions
+ * (at most 1 ms). With -H, as loadlens waits: for as many as arrived in US µs at the rate
+ * of the last 20 ms, at most a quarter, at least one — a client that bounds how long a
+ * response is held (and its connection idle for the server) wakes more often when the
+ * server is slower.
+ *
  * Usage: floor -p PORT -u PATH [-a 127.0.0.1] [-c 50] [-d 4] [-r N] [-t] [-h 4096] [-T]
+ *              [-H HOLD_US]
  */
 #define _GNU_SOURCE
 #include <arpa/inet.h>
@@ -97,6 +104,7 @@ static int stamp_mode; /* -T */
 static struct msghdr mshot_msg; /* -T: the multishot recvmsg's: no name, one control message */
 static uint64_t stamps, stamp_sum; /* -T: arrival times read, their sum in ns */
 static uint32_t head_read = 4096;
+static double hold_us; /* -H: the wait's bound, µs at the recent rate (0: a quarter always) */
 static struct io_uring_buf_ring *br;
 static char *bufs;
 static unsigned nbufs, recycled;
@@ -494,7 +502,7 @@ int main(int argc, char **argv)
 	int port = 0, opt;
 	double duration = 4;
 	nconns = 50;
-	while ((opt = getopt(argc, argv, "a:p:u:c:d:r:th:T")) != -1) {
+	while ((opt = getopt(argc, argv, "a:p:u:c:d:r:th:TH:")) != -1) {
 		switch (opt) {
 		case 'a': host = optarg; break;
 		case 'p': port = atoi(optarg); break;
@@ -505,9 +513,10 @@ int main(int argc, char **argv)
 		case 't': trunc_mode = 1; break;
 		case 'h': head_read = atoi(optarg); break;
 		case 'T': stamp_mode = 1; break;
+		case 'H': hold_us = atof(optarg); break;
 		default:
 			fprintf(stderr, "usage: floor -p PORT -u PATH [-a ADDR] [-c CONNS] [-d SECS] "
-					"[-r REQS_PER_CONN] [-t] [-h HEAD_READ] [-T]\n");
+					"[-r REQS_PER_CONN] [-t] [-h HEAD_READ] [-T] [-H HOLD_US]\n");
 			return 2;
 		}
 	}
@@ -580,9 +589,19 @@ int main(int argc, char **argv)
 		open_conn(i);
 	}
 
-	unsigned want = nconns / 4 ? nconns / 4 : 1;
+	unsigned quarter = nconns / 4 ? nconns / 4 : 1, want = quarter;
 	double start = now_s(), deadline = start + duration, t;
+	double rate_at = start;      /* -H: when the completion rate was last measured */
+	uint64_t completions = 0, rate_count = 0;
 	while ((t = now_s()) < deadline) {
+		if (hold_us > 0 && t - rate_at >= 0.02) {
+			/* As loadlens: as many as arrive in hold_us at the recent rate, at most a
+			 * quarter of the connections, at least one. */
+			double n = (double)(completions - rate_count) / ((t - rate_at) * 1e6) * hold_us;
+			want = n < 1 ? 1 : n > quarter ? quarter : (unsigned)n;
+			rate_at = t;
+			rate_count = completions;
+		}
 		double left = deadline - t;
 		struct __kernel_timespec ts = {0, left < 1e-3 ? (long long)(left * 1e9) : 1000000};
 		struct io_uring_cqe *cqe;
@@ -594,6 +613,7 @@ int main(int argc, char **argv)
 			seen++;
 		}
 		io_uring_cq_advance(&ring, seen);
+		completions += seen;
 		if (recycled)
 			io_uring_buf_ring_advance(br, recycled);
 	}
