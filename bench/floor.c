@@ -384,6 +384,20 @@ static void oneshot_stamp(int i)
 			break;
 }
 
+/* The server closed the connection: the cue to open another after its last response,
+ * a failure before it. */
+static void stream_ended(int i)
+{
+	if (!conns[i].draining) {
+		failed(i);
+		return;
+	}
+	conns[i].recv_armed = 0;
+	close_conn(i);
+	if (!stopping)
+		open_conn(i);
+}
+
 /*
  * -T: a multishot recvmsg's res bytes in buffer b: its header, the control message, then
  * the bytes of the stream. The end of the stream comes with a buffer too (no bytes, the
@@ -391,7 +405,6 @@ static void oneshot_stamp(int i)
  */
 static void mshot_in(int i, char *b, int res, unsigned cqe_flags)
 {
-	struct conn *c = &conns[i];
 	struct io_uring_recvmsg_out *o = io_uring_recvmsg_validate(b, res, &mshot_msg);
 	if (!o) {
 		failed(i);
@@ -404,15 +417,8 @@ static void mshot_in(int i, char *b, int res, unsigned cqe_flags)
 	unsigned n = io_uring_recvmsg_payload_length(o, res, &mshot_msg);
 	if (n > 0) {
 		feed(i, io_uring_recvmsg_payload(o, &mshot_msg), n);
-	} else if (cqe_flags & IORING_CQE_F_MORE) {
-		return;
-	} else if (c->draining) {
-		c->recv_armed = 0;
-		close_conn(i);
-		if (!stopping)
-			open_conn(i);
-	} else {
-		failed(i);
+	} else if (!(cqe_flags & IORING_CQE_F_MORE)) {
+		stream_ended(i);
 	}
 }
 
@@ -450,11 +456,8 @@ static void complete(struct io_uring_cqe *cqe)
 		return; /* a connection since closed */
 	switch (op) {
 	case OP_RECV:
-		if (res == 0 && c->draining) {
-			c->recv_armed = 0;
-			close_conn(i);
-			if (!stopping)
-				open_conn(i);
+		if (res == 0) {
+			stream_ended(i);
 		} else if (res == -ENOBUFS) {
 			c->recv_armed = 0;
 			arm_recv(i);
