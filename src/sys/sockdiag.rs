@@ -90,17 +90,7 @@ impl Diag {
     pub fn tcp_listeners(&mut self, port: Option<u16>) -> io::Result<Vec<Listener>> {
         let mut out = Vec::new();
         for family in [AF_INET, AF_INET6] {
-            let req = SockDiagMessage::InetRequest(InetRequest {
-                family,
-                protocol: IPPROTO_TCP,
-                extensions: ExtensionFlags::empty(),
-                states: StateFlags::LISTEN,
-                socket_id: if family == AF_INET {
-                    SocketId::new_v4()
-                } else {
-                    SocketId::new_v6()
-                },
-            });
+            let req = tcp_dump(family, StateFlags::LISTEN, ExtensionFlags::empty());
             self.dump(req, |m| {
                 if let SockDiagMessage::InetResponse(r) = m {
                     let id = &r.header.socket_id;
@@ -139,17 +129,11 @@ impl Diag {
     ) -> io::Result<Vec<ConnStats>> {
         let mut out = Vec::new();
         for family in families_accepting(listeners) {
-            let req = SockDiagMessage::InetRequest(InetRequest {
+            let req = tcp_dump(
                 family,
-                protocol: IPPROTO_TCP,
-                extensions: ExtensionFlags::INFO | ExtensionFlags::SKMEMINFO,
-                states: StateFlags::ESTABLISHED,
-                socket_id: if family == AF_INET {
-                    SocketId::new_v4()
-                } else {
-                    SocketId::new_v6()
-                },
-            });
+                StateFlags::ESTABLISHED,
+                ExtensionFlags::INFO | ExtensionFlags::SKMEMINFO,
+            );
             self.dump(req, |m| {
                 let SockDiagMessage::InetResponse(r) = m else {
                     return;
@@ -245,11 +229,30 @@ impl Diag {
     }
 }
 
+/// A dump of the TCP sockets of `family` in `states`, with `extensions` in each answer.
+fn tcp_dump(family: u8, states: StateFlags, extensions: ExtensionFlags) -> SockDiagMessage {
+    SockDiagMessage::InetRequest(InetRequest {
+        family,
+        protocol: IPPROTO_TCP,
+        extensions,
+        states,
+        socket_id: if family == AF_INET {
+            SocketId::new_v4()
+        } else {
+            SocketId::new_v6()
+        },
+    })
+}
+
 /// The families of the connections the TCP `listeners` accept: a socket accepted on an
 /// IPv6 listener is IPv6 even for an IPv4 client (an IPv4-mapped address), so an IPv6
 /// listener's connections are all in the AF_INET6 dump. Both when no listener is known.
 fn families_accepting(listeners: &[Listener]) -> Vec<u8> {
-    let v6 = |l: &Listener| l.addr.starts_with('[');
+    let v6 = |l: &Listener| {
+        l.addr
+            .parse::<std::net::SocketAddr>()
+            .is_ok_and(|a| a.is_ipv6())
+    };
     let mut out = Vec::new();
     if listeners.is_empty() || listeners.iter().any(|l| !v6(l)) {
         out.push(AF_INET);
