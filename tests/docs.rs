@@ -491,7 +491,7 @@ fn every_block_with_output_says_where_it_comes_from() {
         };
         if !ok {
             bad.push(format!(
-                "{}:{}: a block with output and no `<!-- doc-test: … -->` before it",
+                "{}:{}: a block with output and no `<!-- doc-test: … -->` before it (the convention: the top of tests/docs.rs)",
                 b.page, b.line
             ));
         }
