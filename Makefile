@@ -23,8 +23,8 @@ test:
 	$(CARGO) test
 	$(MAKE) fuzz-check
 
-# The fuzz targets build on stable (running them needs nightly and cargo-fuzz, see the
-# README); their checks run on the seeds in `cargo test` (tests/fuzz_seeds.rs).
+# The fuzz targets build on stable (running them needs nightly and cargo-fuzz, see
+# docs/design.md); their checks run on the seeds in `cargo test` (tests/fuzz_seeds.rs).
 fuzz-check:
 	cd fuzz && $(CARGO) check --target-dir ../target/fuzz-check
 

@@ -2,7 +2,9 @@
 //! committed under docs/ (so `make install` needs no build step to find them, and a
 //! reviewer sees what changed): they must match the command line as it is.
 //!
-//! After changing a flag: `UPDATE_DOCS=1 cargo test --test docs_current`.
+//! docs/findings.md is generated the same way, from the table of findings.
+//!
+//! After changing a flag or a finding: `UPDATE_DOCS=1 cargo test --test docs_current`.
 
 use std::path::Path;
 
@@ -51,4 +53,15 @@ fn completions_are_current() {
         assert!(String::from_utf8_lossy(&c).contains("connreqs"), "{file}");
         check(file, c);
     }
+}
+
+/// docs/findings.md is generated from the rules, their texts and the server kinds
+/// (src/diagnose/catalog.rs): a finding added, renamed or reworded changes it.
+#[test]
+fn findings_page_is_current() {
+    let md = loadlens::diagnose::catalog::findings_markdown();
+    for id in ["client-saturated", "listen-queue-overflow", "syscall-bound"] {
+        assert!(md.contains(&format!("\n## {id}\n")), "{id}");
+    }
+    check("docs/findings.md", md.into_bytes());
 }

@@ -10,6 +10,7 @@
 //! conclusions are limited; when the server was at a limit too, the server's limit is
 //! the bottleneck and the client's saturation a warning beside it.
 
+pub mod catalog;
 mod ctx;
 pub mod explain;
 mod kinds;

@@ -25,7 +25,7 @@ pub struct Fact {
     pub unit: String,
 }
 
-/// A finding. `id` values are stable (documented in the README and by `loadlens explain`).
+/// A finding. `id` values are stable (documented in docs/findings.md and by `loadlens explain`).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct Finding {
     /// Stable kebab-case identifier, e.g. `listen-queue-overflow`.
