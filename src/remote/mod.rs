@@ -11,6 +11,7 @@
 //! clock).
 
 pub mod attach;
+pub mod bounded;
 pub mod lost;
 pub mod protocol;
 pub mod server;
