@@ -534,3 +534,150 @@ fn the_remote_watch_ends_on_bytes_that_are_not_utf8() {
     assert!(m.stderr.contains(r#"\"t0\":1\xff}"#), "{}", m.stderr);
     assert!(m.took < HANG / 2, "{:?}", m.took);
 }
+
+/// An sshd of the test's own on SERVER_IP:22 inside a server namespace, as
+/// tests/remote.rs starts it: its own host key, config, authorized and client keys in
+/// a temp dir; never the machine's own sshd, /etc/ssh, ~/.ssh or keys.
+struct Sshd {
+    dir: tempfile::TempDir,
+    child: std::process::Child,
+}
+
+impl Sshd {
+    fn start(ns: &common::NetnsPair) -> Sshd {
+        let dir = tempfile::Builder::new()
+            .prefix("loadlens-test-sshd")
+            .tempdir()
+            .unwrap();
+        let d = dir.path();
+        for (key, file) in [("host", "host_key"), ("client", "client_key")] {
+            let out = Command::new("ssh-keygen")
+                .args(["-q", "-t", "ed25519", "-N", "", "-C"])
+                .arg(format!("loadlens-test-{key}"))
+                .arg("-f")
+                .arg(d.join(file))
+                .output()
+                .expect("ssh-keygen (openssh-client)");
+            assert!(out.status.success(), "{out:?}");
+        }
+        std::fs::copy(d.join("client_key.pub"), d.join("authorized_keys")).unwrap();
+        std::fs::create_dir(d.join("cache")).unwrap();
+        let conf = format!(
+            "ListenAddress {ip}:22\nHostKey {d}/host_key\nAuthorizedKeysFile {d}/authorized_keys\n\
+             PermitRootLogin prohibit-password\nPasswordAuthentication no\n\
+             KbdInteractiveAuthentication no\nUsePAM no\nStrictModes no\nPidFile none\n\
+             SetEnv LOADLENS_CACHE_DIR={d}/cache\n",
+            ip = ns.server_ip,
+            d = d.display()
+        );
+        std::fs::write(d.join("sshd_config"), conf).unwrap();
+        // sshd's privilege-separation directory on a tmpfs in the mount namespace
+        // `ip netns exec` makes: nothing shows outside it.
+        let child = Command::new("ip")
+            .args(["netns", "exec", &ns.server, "sh", "-c"])
+            .arg(format!(
+                "mount -t tmpfs loadlens-sshd /run && mkdir -m 755 /run/sshd && exec /usr/sbin/sshd -D -e -f {}/sshd_config",
+                d.display()
+            ))
+            .stdout(Stdio::null())
+            .stderr(std::fs::File::create(d.join("sshd.log")).unwrap())
+            .spawn()
+            .unwrap();
+        let mut sshd = Sshd { dir, child };
+        let addr: std::net::SocketAddr = format!("{}:22", ns.server_ip).parse().unwrap();
+        let server = ns.server.clone();
+        wait_for("sshd to listen", || {
+            if let Ok(Some(st)) = sshd.child.try_wait() {
+                panic!("sshd exited ({st})");
+            }
+            loadlens::lab::world::in_netns(&format!("/run/netns/{server}"), move || {
+                std::net::TcpStream::connect_timeout(&addr, Duration::from_millis(200)).is_ok()
+            })
+            .unwrap_or(false)
+        });
+        sshd
+    }
+
+    fn ssh_command(&self) -> String {
+        let d = self.dir.path().display();
+        format!(
+            "ssh -F /dev/null -i {d}/client_key -o UserKnownHostsFile={d}/known_hosts -o StrictHostKeyChecking=accept-new -o IdentitiesOnly=yes"
+        )
+    }
+}
+
+impl Drop for Sshd {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// The one case through a real sshd: the "cached build" the bootstrap runs on the
+/// server is the flooding remote end (a real watch behind it). loadlens kills its ssh;
+/// on the far side of sshd, the script and the real watch it started see their
+/// channel close and exit.
+#[test]
+fn through_a_real_sshd_the_remote_end_exits_when_the_session_is_ended() {
+    let sshd_there = Path::new("/usr/sbin/sshd").exists()
+        && loadlens::lab::world::which("ssh").is_some()
+        && Path::new("/usr/bin/python3").exists();
+    if !sshd_there {
+        common::skip_or_fail(
+            "sshd, ssh or /usr/bin/python3 missing (scripts/install-deps.sh test)",
+        );
+        return;
+    }
+    let ns = common::NetnsPair::new("hchan");
+    let ng = Nginx::start_opts(Some(&ns.server), ns.server_ip, "", "", "", "");
+    let sshd = Sshd::start(&ns);
+    let remote = Remote::new("flood");
+    let bin = env!("CARGO_BIN_EXE_loadlens");
+    let hash = loadlens::remote::ssh::build_hash(Path::new(bin)).unwrap();
+    let cached = sshd
+        .dir
+        .path()
+        .join("cache")
+        .join(format!("loadlens-{}-{hash}", env!("CARGO_PKG_VERSION")));
+    std::fs::write(
+        &cached,
+        format!(
+            "#!/bin/sh\nexec /usr/bin/python3 {} flood {bin}\n",
+            remote.dir.path().join("fake.py").display()
+        ),
+    )
+    .unwrap();
+    std::fs::set_permissions(&cached, std::os::unix::fs::PermissionsExt::from_mode(0o755)).unwrap();
+    let out = tempfile::tempdir().unwrap();
+    let json = out.path().join("run.json");
+    let mut cmd = Command::new("ip");
+    cmd.args(["netns", "exec", &ns.client, bin, "run"])
+        .arg(format!("http://{}:{}/", ns.server_ip, ng.port))
+        .args(["-c", "2", "-t", "1", "-d", "3s", "--sample", "200ms"])
+        .arg("--watch")
+        .arg(format!("ssh://root@{}", ns.server_ip))
+        .arg("--ssh-command")
+        .arg(sshd.ssh_command())
+        .arg("--json")
+        .arg(&json)
+        .arg("-q");
+    let m = measured(cmd, None);
+    assert_eq!(m.code, Some(0), "{}", m.stderr);
+    let run: Value = serde_json::from_str(&std::fs::read_to_string(&json).unwrap()).unwrap();
+    let ev = &run["evidence"];
+    assert!(ev["source"]["lost_at_s"].is_f64(), "{}", ev["source"]);
+    let why = ev["warnings"].to_string();
+    assert!(why.contains("more than twice as fast as asked"), "{why}");
+    assert!(
+        m.peak_rss < PEAK_LOADED,
+        "peak RSS {} MiB",
+        m.peak_rss >> 20
+    );
+    // The remote end, on the server's side of sshd: gone on its own.
+    remote.assert_gone();
+    eprintln!(
+        "through sshd: exit 0 after {:.2?}, peak RSS {:.1} MiB, the remote end gone",
+        m.took,
+        m.peak_rss as f64 / (1 << 20) as f64
+    );
+}

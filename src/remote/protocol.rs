@@ -297,6 +297,22 @@ mod tests {
     }
 
     #[test]
+    fn samples_at_the_rate_asked_pass_and_a_flood_does_not() {
+        // From the fastest interval the server samples at to a slow one.
+        for interval_s in [0.01, 0.1, 1.0, 60.0] {
+            let taken_s = f64::max(interval_s, 0.1);
+            // However bunched, by `t` at most `t / taken + 1` have come.
+            for k in 0..2000u32 {
+                let t = f64::from(k) * taken_s / 3.0;
+                let came = (t / taken_s) as u64 + 1;
+                assert!(came <= samples_allowed(t, interval_s), "{interval_s} {t}");
+            }
+            // A flood: a thousand in the first second.
+            assert!(samples_allowed(1.0, interval_s) < 1000, "{interval_s}");
+        }
+    }
+
+    #[test]
     fn a_mismatch_names_both_versions() {
         assert_eq!(mismatch(PROTOCOL, VERSION, "server"), None);
         let m = mismatch(PROTOCOL, "0.0.1", "server").unwrap();

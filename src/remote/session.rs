@@ -9,35 +9,31 @@
 //! the remote watch exits on its closed standard input: nothing outlives the run but
 //! the cached build.
 //!
-//! What the server sends is read on a thread of its own, within the limits of
-//! `protocol` (#46): lines through `bounded::LineReader`, a few KiB each and 64 KiB in
-//! all before the hello, 32 MiB after; the samples kept as they come, no faster than
-//! asked; replies queued only as many as were asked for. Past a limit the thread stops
-//! reading and kills ssh's process group, so the remote watch sees its channel close
-//! and exits, and the session fails with the limit and what was seen: before the load
-//! `open` fails (exit 2), during it the channel is lost (`finish`, `lost.rs`) and the
-//! load goes on.
+//! What the server sends is read on a thread of its own within the limits of
+//! `protocol` (`reader.rs`, #46). Past a limit that thread stops reading and kills
+//! ssh's process group, so the remote watch sees its channel close and exits, and the
+//! session fails with the limit and what was seen: before the load `open` fails (exit
+//! 2), during it the channel is lost (`finish`, `lost.rs`) and the load goes on.
 
-use std::io::{BufReader, Read};
+use std::io::Read;
 use std::os::unix::process::CommandExt;
 use std::path::Path;
-use std::process::{Child, ChildStdin, ChildStdout, Stdio};
+use std::process::{Child, ChildStdin, Stdio};
 use std::sync::atomic::Ordering;
-use std::sync::mpsc::{self, Receiver, RecvTimeoutError, SyncSender, TrySendError};
+use std::sync::mpsc::{self, Receiver, RecvTimeoutError};
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::{Duration, Instant};
 
 use anyhow::{bail, Context};
 
-use super::bounded::{LineError, LineReader, Size};
 use super::protocol::unix_now;
 use super::protocol::{
-    self, best, combine, samples_allowed, ClockSample, StartWatch, ToClient, ToServer,
-    MAX_BEFORE_HELLO, MAX_EARLY_LINE, MAX_MESSAGE, MAX_SAMPLE, MISSING, PROTOCOL, VERSION,
+    self, best, combine, ClockSample, StartWatch, ToClient, ToServer, MISSING, PROTOCOL, VERSION,
 };
+use super::reader::{end_group, lock, wait_bounded, Incoming, Reader, Shared, UNASKED};
 use super::server::machine;
 use super::ssh::{build_hash, failure, upload, watch_script, Destination, Ssh};
-use crate::run::{Evidence, EvidenceSource, Sample};
+use crate::run::{Evidence, EvidenceSource};
 use crate::watch::{Found, WatchSpec};
 
 /// Clock exchanges at each end of a load (the shortest round trip is kept).
@@ -45,10 +41,6 @@ const CLOCK_ROUNDS: usize = 8;
 /// The longest wait for ssh to connect and the server to answer the hello, unless
 /// `LOADLENS_HELLO_WAIT` (a duration: `30s`, `5m`) says otherwise.
 const HELLO_WAIT: Duration = Duration::from_secs(120);
-/// Messages other than samples come only as replies, one per request, each awaited
-/// before the next is sent: more than this many queued were not asked for. (The lines
-/// before the hello share the queue; the reader waits for the session to take them.)
-const UNASKED: usize = 4;
 /// The longest wait for any other reply (discovery, `nginx -T`, the Evidence).
 const REPLY_WAIT: Duration = Duration::from_secs(120);
 
@@ -72,33 +64,6 @@ struct Channel {
     shared: Arc<Mutex<Shared>>,
     stderr: Arc<Mutex<String>>,
     hello_wait: Duration,
-}
-
-/// What the reader thread hands the session, in the order it came.
-enum Incoming {
-    /// A line before the hello: a login script's chatter, the bootstrap's marker, the
-    /// hello itself.
-    Early(String),
-    /// A message after the hello, other than a sample (those are kept in `Shared`).
-    Msg(ToClient),
-    /// A line after the hello that looks like a message but is not one: why.
-    Unreadable(String),
-}
-
-/// What the reader thread and the session share.
-#[derive(Default)]
-struct Shared {
-    /// Bytes received, every line with its newline.
-    bytes: u64,
-    /// The watch running: when its start was sent, its sampling interval in seconds.
-    watch: Option<(Instant, f64)>,
-    /// Its samples, as they came.
-    samples: Vec<Sample>,
-    /// Why the reader stopped before ssh's output ended: the limit passed, what was seen.
-    broke: Option<String>,
-    /// When ssh's output ended or the reader stopped (this machine's clock, seconds
-    /// since the epoch).
-    ended_unix_s: Option<f64>,
 }
 
 /// A watch running on the server: what finishing it needs.
@@ -529,125 +494,6 @@ impl Channel {
     }
 }
 
-/// The reader thread: ssh's output read within the protocol's limits.
-struct Reader {
-    tx: SyncSender<Incoming>,
-    shared: Arc<Mutex<Shared>>,
-    host: String,
-}
-
-impl Reader {
-    /// Reads until ssh's output ends (`None`) or the server passes a limit (`Some(why)`:
-    /// the limit and what was seen). Returns early, quietly, when the session is gone.
-    fn read(&self, out: ChildStdout) -> Option<String> {
-        let host = &self.host;
-        let mut input = LineReader::new(BufReader::with_capacity(64 << 10, out), MAX_EARLY_LINE);
-        let mut greeted = false;
-        loop {
-            let line = match input.next_line() {
-                Ok(Some(line)) => line,
-                // A read error on the pipe is its end, as ssh's exit is.
-                Ok(None) | Err(LineError::Io(_)) => return None,
-                Err(e @ LineError::TooLong { .. }) if !greeted => {
-                    return Some(format!(
-                        "the remote end {host} sent {e} before the hello (the bootstrap's lines are under 100 B): not a loadlens watch, or a login script printing without end — the session was ended"
-                    ))
-                }
-                Err(e) if !greeted => {
-                    return Some(format!(
-                        "the remote end {host} sent {e} before the hello: not a loadlens watch, or a login script printing binary data — the session was ended"
-                    ))
-                }
-                Err(e @ LineError::TooLong { .. }) => {
-                    return Some(format!(
-                        "the remote watch on {host} sent {e}; the largest message, the Evidence, is a few hundred KiB — the session was ended"
-                    ))
-                }
-                Err(e) => {
-                    return Some(format!(
-                        "the remote watch on {host} sent {e}, where every message is JSON text — the session was ended"
-                    ))
-                }
-            };
-            let read = input.bytes_read();
-            lock(&self.shared).bytes = read;
-            if !greeted {
-                if read > MAX_BEFORE_HELLO {
-                    return Some(format!(
-                        "the remote end {host} sent more than {} before the hello ({read} B, the last line `{line:.60}`): a login script printing without end, or not a loadlens watch — the session was ended",
-                        Size(MAX_BEFORE_HELLO)
-                    ));
-                }
-                // The first message is the hello: after it, messages may be long.
-                if protocol::is_message(&line) {
-                    greeted = true;
-                    input.set_max_line(MAX_MESSAGE);
-                }
-                if self.tx.send(Incoming::Early(line)).is_err() {
-                    return None;
-                }
-                continue;
-            }
-            if !protocol::is_message(&line) {
-                // A background job of the login shell printing: not ours.
-                continue;
-            }
-            let len = line.len();
-            let msg = match serde_json::from_str::<ToClient>(&line) {
-                Ok(ToClient::Sample { sample }) => {
-                    if let Some(why) = self.sample(*sample, len) {
-                        return Some(why);
-                    }
-                    continue;
-                }
-                Ok(msg) => Incoming::Msg(msg),
-                Err(e) => Incoming::Unreadable(format!("{e}: {line:.120}")),
-            };
-            match self.tx.try_send(msg) {
-                Ok(()) => {}
-                Err(TrySendError::Full(_)) => {
-                    return Some(format!(
-                        "the remote watch on {host} sent more than {UNASKED} messages that were not asked for: the session was ended"
-                    ))
-                }
-                Err(TrySendError::Disconnected(_)) => return None,
-            }
-        }
-    }
-
-    /// Keeps a sample of the watch running; `Some(why)` when it passes a limit.
-    fn sample(&self, sample: crate::run::Sample, len: usize) -> Option<String> {
-        let host = &self.host;
-        if len > MAX_SAMPLE {
-            return Some(format!(
-                "the remote watch on {host} sent a sample of {} (the limit of a sample is {}; one measured 3.3 KiB): the session was ended",
-                Size(len as u64),
-                Size(MAX_SAMPLE as u64)
-            ));
-        }
-        let mut sh = lock(&self.shared);
-        // A sample after the stop (a late one): the Evidence has it.
-        let Some((since, interval_s)) = sh.watch else {
-            return None;
-        };
-        let elapsed_s = since.elapsed().as_secs_f64();
-        let allowed = samples_allowed(elapsed_s, interval_s);
-        if sh.samples.len() as u64 >= allowed {
-            return Some(format!(
-                "the remote watch on {host} sent {} samples in {elapsed_s:.1} s, asked for one every {interval_s} s: more than twice as fast as asked, plus {} (the limit that keeps them from filling memory) — the session was ended",
-                sh.samples.len() + 1,
-                protocol::SAMPLES_BEYOND_RATE
-            ));
-        }
-        sh.samples.push(sample);
-        None
-    }
-}
-
-fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
-    m.lock().unwrap_or_else(|e| e.into_inner())
-}
-
 /// The wait for the hello: `LOADLENS_HELLO_WAIT` if set (a slow first connection, or a
 /// test that wants it short), else [`HELLO_WAIT`].
 fn hello_wait() -> anyhow::Result<Duration> {
@@ -656,32 +502,6 @@ fn hello_wait() -> anyhow::Result<Duration> {
             anyhow::anyhow!("LOADLENS_HELLO_WAIT=`{v}`: {e} — give a duration such as 30s or 5m")
         }),
         Err(_) => Ok(HELLO_WAIT),
-    }
-}
-
-/// Kills ssh's process group (ssh, a ProxyCommand, an `--ssh-command` script and what
-/// it started) and reaps ssh. With ssh gone its connection closes, and the remote
-/// watch exits on its closed standard input.
-fn end_group(child: &Mutex<Child>) {
-    let mut c = lock(child);
-    if let Ok(None) = c.try_wait() {
-        // SAFETY: a signal to the process group ssh leads (`process_group(0)`); ssh is
-        // not reaped yet (checked under the lock that every wait takes), so the group's
-        // id is still its own.
-        unsafe { libc::kill(-(c.id() as libc::pid_t), libc::SIGKILL) };
-    }
-    let _ = c.wait();
-}
-
-/// Waits for a child at most `limit`; `None` if it is still running.
-fn wait_bounded(child: &Mutex<Child>, limit: Duration) -> Option<std::process::ExitStatus> {
-    let until = Instant::now() + limit;
-    loop {
-        match lock(child).try_wait() {
-            Ok(Some(s)) => return Some(s),
-            Ok(None) if Instant::now() < until => std::thread::sleep(Duration::from_millis(20)),
-            _ => return None,
-        }
     }
 }
 
