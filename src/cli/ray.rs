@@ -20,6 +20,7 @@ use serde::Deserialize;
 use super::merge::Views;
 use super::run::RunArgs;
 use crate::merge::Part;
+use crate::remote::bounded::{read_file, FileError};
 use crate::run::{Evidence, Run};
 use crate::spec::{SegmentOf, Spec};
 
@@ -28,6 +29,23 @@ use segment::{segment_args, Segments};
 
 /// The companion, carried inside the binary so an installed loadlens needs no other file.
 const COMPANION: &str = include_str!("../../ray/loadlens_ray.py");
+
+/// The companion's outcome (`result.json`): paths, host names and a reason per missing
+/// segment, a few KiB. What the nodes wrote is read within a bound (#46).
+const MAX_OUTCOME: u64 = 16 << 20;
+/// A segment's Run, or the server node's Evidence: 125 KiB measured for a 5 s load
+/// (with the watch's samples and a profile), growing ~5 KiB per second of load (the
+/// timeline ~1 KiB, the 100 ms slices ~1 KiB, a sample 3.3 KiB on 2 CPUs; more on a
+/// machine of many CPUs). Allowed: this, plus [`MAX_RUN_PER_S`] per second the run may
+/// last.
+const MAX_RUN: u64 = 64 << 20;
+const MAX_RUN_PER_S: u64 = 256 << 10;
+
+/// The longest a segment's Run (or the server's Evidence) may be for a run of at most
+/// `run_timeout_s`.
+fn max_run_bytes(run_timeout_s: f64) -> u64 {
+    MAX_RUN + MAX_RUN_PER_S * run_timeout_s.max(0.0).ceil() as u64
+}
 
 /// What the companion hands back.
 #[derive(Deserialize)]
@@ -174,9 +192,12 @@ fn on_cluster(a: &RunArgs, whole: &Spec, body: &[u8]) -> anyhow::Result<ExitCode
         .write_all(job.to_string().as_bytes())
         .context("cannot hand the job to the Ray companion")?;
     let status = child.wait().context("the Ray companion failed")?;
-    let result = std::fs::read_to_string(dir.path().join("result.json"));
+    let result = read_file(&dir.path().join("result.json"), MAX_OUTCOME);
     let outcome: Outcome = match result.map(|t| serde_json::from_str(&t)) {
         Ok(Ok(o)) => o,
+        Err(e @ FileError::TooLarge { .. }) => {
+            anyhow::bail!("the Ray companion's outcome: {e} — not a result of this loadlens")
+        }
         _ => anyhow::bail!(
             "the Ray companion ({}) ended without a result ({status}): is Ray installed for it? (scripts/install-deps.sh ray, or set LOADLENS_PYTHON)",
             py.display()
@@ -195,8 +216,8 @@ fn on_cluster(a: &RunArgs, whole: &Spec, body: &[u8]) -> anyhow::Result<ExitCode
     }
     let mut parts = Vec::new();
     for d in &outcome.segments {
-        let text = std::fs::read_to_string(&d.file)
-            .with_context(|| format!("cannot read segment {}'s Run", d.index))?;
+        let text = read_file(&d.file, max_run_bytes(run_timeout))
+            .with_context(|| format!("segment {}'s Run (on {})", d.index, d.host))?;
         let mut run = Run::from_json(&text)
             .with_context(|| format!("segment {} (on {})", d.index, d.host))?;
         // The segments read the shipped copy of the mix's file: the Run names the one given.
@@ -210,8 +231,8 @@ fn on_cluster(a: &RunArgs, whole: &Spec, body: &[u8]) -> anyhow::Result<ExitCode
     }
     let server = match &outcome.server {
         Some(w) => {
-            let text = std::fs::read_to_string(&w.file)
-                .context("cannot read the server node's evidence")?;
+            let text = read_file(&w.file, max_run_bytes(run_timeout))
+                .with_context(|| format!("the evidence from the server's node ({})", w.host))?;
             let ev: Evidence = serde_json::from_str(&text)
                 .with_context(|| format!("the evidence from the server's node ({})", w.host))?;
             Some((ev, w.host.clone()))

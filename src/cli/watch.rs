@@ -58,6 +58,7 @@ pub fn cmd(a: WatchArgs) -> anyhow::Result<ExitCode> {
     let Some(url) = a.url else {
         return Ok(match crate::remote::server::serve(a.max_duration)? {
             crate::remote::server::Ended::Refused => ExitCode::from(2),
+            crate::remote::server::Ended::Broken(why) => anyhow::bail!("{why}"),
             _ => ExitCode::SUCCESS,
         });
     };

@@ -38,9 +38,8 @@
 //! serde's layout of this build's structs, so the two ends must be the same loadlens
 //! (the cache on the server is named by version and hash, so they normally are).
 
-use std::io::{BufRead, Write};
+use std::io::Write;
 
-use anyhow::Context;
 use serde::{Deserialize, Serialize};
 
 use crate::run::{Evidence, Sample};
@@ -52,6 +51,44 @@ pub const PROTOCOL: u32 = 2;
 pub const VERSION: &str = env!("CARGO_PKG_VERSION");
 /// The bootstrap script's line when the cached binary is missing (see `ssh.rs`).
 pub const MISSING: &str = "loadlens-bootstrap: missing";
+
+// The limits on what one side reads from the other (#46): every line is read through
+// `bounded::LineReader` with one of them, so a broken login script or a hostile host
+// costs loadlens at most that much memory, and ends the session with an error naming
+// the limit. Measured on a loopback run (`run -c 4 -d 5s --profile --watch ssh://…`
+// through an `--ssh-command` that tees the channel; nginx, 2 CPUs, 3 processes): hello
+// 79 B, clock 88 B, started 1.5 KiB, a sample 3.3 KiB, the Evidence with its profile
+// 27 KiB; the bootstrap's marker 34 B; the client's start 150 B. Each limit leaves a
+// wide margin over the largest a real server makes.
+
+/// The longest message from the server. The Evidence is the largest: 27 KiB measured;
+/// its profile is bounded (4000 stacks of at most 127 frame indexes, ~3 MiB, plus the
+/// frame names) and so are its off-CPU stalls (1000): a few MiB at worst, a profile of
+/// a JVM with deep stacks included. 32 MiB is ten times that.
+pub const MAX_MESSAGE: usize = 32 << 20;
+/// The longest sample: 3.3 KiB measured; it grows with the CPUs (~130 B each) and the
+/// watched processes (~580 B each): 512 CPUs and 2000 processes make 1.2 MiB.
+pub const MAX_SAMPLE: usize = 4 << 20;
+/// The longest line before the hello (a login script's chatter, the bootstrap's
+/// marker, the hello itself: 34 to 79 B measured; a host name is at most 64 B).
+pub const MAX_EARLY_LINE: usize = 4 << 10;
+/// All the bytes before the hello: a chatty `.bashrc` prints a few lines.
+pub const MAX_BEFORE_HELLO: u64 = 64 << 10;
+/// The longest message from the client (`watch --stdio` reads them): the start is the
+/// largest, 150 B measured, growing with the `--server-name`s and pids given.
+pub const MAX_REQUEST: usize = 1 << 20;
+/// Samples come one per interval from the server's `before` snapshot, which is taken
+/// after the client sent its start: at any moment the client has received at most
+/// `elapsed / interval + 1` of them, however the network bunched them. A server that
+/// sends more than twice that, plus this many, is refused (a flood far faster than
+/// asked would otherwise be held in memory until the stop).
+pub const SAMPLES_BEYOND_RATE: u64 = 16;
+
+/// How many samples may have come `elapsed_s` after the start, one asked for every
+/// `interval_s` (the server samples at most every 100 ms).
+pub fn samples_allowed(elapsed_s: f64, interval_s: f64) -> u64 {
+    (2.0 * elapsed_s.max(0.0) / interval_s.max(0.1)) as u64 + SAMPLES_BEYOND_RATE
+}
 
 /// What the client sends.
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
@@ -135,19 +172,6 @@ pub fn send<T: Serialize>(out: &mut impl Write, msg: &T) -> anyhow::Result<u64> 
     out.write_all(&line)?;
     out.flush()?;
     Ok(line.len() as u64)
-}
-
-/// The next line, without its newline; `None` at the end of the stream.
-pub fn read_line(input: &mut impl BufRead) -> anyhow::Result<Option<String>> {
-    let mut line = String::new();
-    if input
-        .read_line(&mut line)
-        .context("cannot read the channel")?
-        == 0
-    {
-        return Ok(None);
-    }
-    Ok(Some(line.trim_end_matches(['\n', '\r']).to_string()))
 }
 
 /// Whether a line is a message (a JSON object), not a shell's chatter.
@@ -270,6 +294,22 @@ mod tests {
         assert!(matches!(back, ToServer::Start(s) if s.server_names == ["a\nb"]));
         let stop: ToServer = serde_json::from_str(r#"{"type":"stop"}"#).unwrap();
         assert_eq!(stop, ToServer::Stop);
+    }
+
+    #[test]
+    fn samples_at_the_rate_asked_pass_and_a_flood_does_not() {
+        // From the fastest interval the server samples at to a slow one.
+        for interval_s in [0.01, 0.1, 1.0, 60.0] {
+            let taken_s = f64::max(interval_s, 0.1);
+            // However bunched, by `t` at most `t / taken + 1` have come.
+            for k in 0..2000u32 {
+                let t = f64::from(k) * taken_s / 3.0;
+                let came = (t / taken_s) as u64 + 1;
+                assert!(came <= samples_allowed(t, interval_s), "{interval_s} {t}");
+            }
+            // A flood: a thousand in the first second.
+            assert!(samples_allowed(1.0, interval_s) < 1000, "{interval_s}");
+        }
     }
 
     #[test]

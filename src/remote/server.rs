@@ -4,15 +4,20 @@
 //!
 //! It never outlives its client: when standard input closes (ssh's channel closed, the
 //! client exited or was killed) it finishes any watch and exits; `max_duration` bounds
-//! it even if the channel stays open but silent.
+//! it even if the channel stays open but silent. What the client sends is read within
+//! `protocol::MAX_REQUEST` a line (`bounded::LineReader`), and at most [`QUEUE`]
+//! messages wait for the loop (a client that sends without reading the replies is
+//! held back by the pipe, not queued): a longer line, or one that is not UTF-8, ends
+//! the session with an error naming it (exit 2).
 
 use std::io::{BufReader, Write};
 use std::net::SocketAddr;
 use std::sync::mpsc::{self, RecvTimeoutError};
 use std::time::{Duration, Instant};
 
+use super::bounded::{LineError, LineReader};
 use super::protocol::unix_now;
-use super::protocol::{self, ToClient, ToServer, PROTOCOL, VERSION};
+use super::protocol::{self, ToClient, ToServer, MAX_REQUEST, PROTOCOL, VERSION};
 use crate::run::Sample;
 use crate::watch::discover::Hints;
 use crate::watch::{Watch, WatchSpec};
@@ -21,6 +26,8 @@ use crate::watch::{Watch, WatchSpec};
 enum Input {
     Msg(ToServer),
     Bad(String),
+    /// A line past the limit, or not UTF-8: where the next one starts is unknown.
+    Broken(String),
     Closed,
     /// A sample of the watch numbered so (a late one of an earlier watch is dropped).
     Sample(u64, Box<Sample>),
@@ -35,24 +42,32 @@ pub enum Ended {
     TimedOut,
     /// The hello was refused (versions, no /proc): nothing was watched.
     Refused,
+    /// The client sent a line past the limit, or not UTF-8: why.
+    Broken(String),
 }
+
+/// Messages read and not yet handled (the reader waits when the loop is behind).
+pub const QUEUE: usize = 16;
 
 /// Serves one client on standard input/output until it closes them.
 pub fn serve(max_duration: Duration) -> anyhow::Result<Ended> {
-    let (tx, rx) = mpsc::channel();
+    let (tx, rx) = mpsc::sync_channel(QUEUE);
     let samples_tx = tx.clone();
     // The reader is a thread so the loop can bound its waits; it ends with stdin.
     std::thread::spawn(move || {
-        let mut input = BufReader::new(std::io::stdin().lock());
+        let mut input = LineReader::new(BufReader::new(std::io::stdin().lock()), MAX_REQUEST);
         loop {
-            let msg = match protocol::read_line(&mut input) {
+            let msg = match input.next_line() {
                 Ok(Some(line)) => match serde_json::from_str::<ToServer>(&line) {
                     Ok(m) => Input::Msg(m),
                     Err(e) => Input::Bad(format!("not a message ({e}): {line:.80}")),
                 },
-                Ok(None) | Err(_) => Input::Closed,
+                Ok(None) | Err(LineError::Io(_)) => Input::Closed,
+                Err(e) => Input::Broken(format!(
+                    "the client sent {e} (the limit of one message; the largest, the start, is a few hundred bytes): the watch ended"
+                )),
             };
-            let closed = matches!(msg, Input::Closed);
+            let closed = matches!(msg, Input::Closed | Input::Broken(_));
             if tx.send(msg).is_err() || closed {
                 return;
             }
@@ -72,6 +87,16 @@ pub fn serve(max_duration: Duration) -> anyhow::Result<Ended> {
         };
         let reply = match input {
             Input::Closed => break Ended::Closed,
+            Input::Broken(why) => {
+                // Said to the client too, if it still reads.
+                let _ = protocol::send(
+                    &mut out,
+                    &ToClient::Error {
+                        message: why.clone(),
+                    },
+                );
+                break Ended::Broken(why);
+            }
             Input::Sample(g, sample) if g == generation && watching.is_some() => {
                 sent += 1;
                 ToClient::Sample { sample }

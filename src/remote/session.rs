@@ -8,14 +8,20 @@
 //! dies instead, the pipe to ssh's standard input closes, ssh closes the channel, and
 //! the remote watch exits on its closed standard input: nothing outlives the run but
 //! the cached build.
+//!
+//! What the server sends is read on a thread of its own within the limits of
+//! `protocol` (`reader.rs`, #46). Past a limit that thread stops reading and kills
+//! ssh's process group, so the remote watch sees its channel close and exits, and the
+//! session fails with the limit and what was seen: before the load `open` fails (exit
+//! 2), during it the channel is lost (`finish`, `lost.rs`) and the load goes on.
 
-use std::io::{BufReader, Read};
+use std::io::Read;
 use std::os::unix::process::CommandExt;
 use std::path::Path;
 use std::process::{Child, ChildStdin, Stdio};
-use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::mpsc::{self, Receiver};
-use std::sync::{Arc, Mutex};
+use std::sync::atomic::Ordering;
+use std::sync::mpsc::{self, Receiver, RecvTimeoutError};
+use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::{Duration, Instant};
 
 use anyhow::{bail, Context};
@@ -24,14 +30,16 @@ use super::protocol::unix_now;
 use super::protocol::{
     self, best, combine, ClockSample, StartWatch, ToClient, ToServer, MISSING, PROTOCOL, VERSION,
 };
+use super::reader::{end_group, lock, wait_bounded, Incoming, Reader, Shared, UNASKED};
 use super::server::machine;
 use super::ssh::{build_hash, failure, upload, watch_script, Destination, Ssh};
-use crate::run::{Evidence, EvidenceSource, Sample};
+use crate::run::{Evidence, EvidenceSource};
 use crate::watch::{Found, WatchSpec};
 
 /// Clock exchanges at each end of a load (the shortest round trip is kept).
 const CLOCK_ROUNDS: usize = 8;
-/// The longest wait for ssh to connect and the server to answer the hello.
+/// The longest wait for ssh to connect and the server to answer the hello, unless
+/// `LOADLENS_HELLO_WAIT` (a duration: `30s`, `5m`) says otherwise.
 const HELLO_WAIT: Duration = Duration::from_secs(120);
 /// The longest wait for any other reply (discovery, `nginx -T`, the Evidence).
 const REPLY_WAIT: Duration = Duration::from_secs(120);
@@ -49,13 +57,13 @@ pub struct Session {
 
 struct Channel {
     dest: Destination,
-    child: Child,
+    /// Shared with the reader thread, which kills it when a limit is passed.
+    child: Arc<Mutex<Child>>,
     stdin: Option<ChildStdin>,
-    lines: Receiver<String>,
-    bytes: Arc<AtomicU64>,
+    incoming: Receiver<Incoming>,
+    shared: Arc<Mutex<Shared>>,
     stderr: Arc<Mutex<String>>,
-    /// When ssh's output ended (this machine's clock, seconds since the epoch).
-    ended_unix_s: Arc<Mutex<Option<f64>>>,
+    hello_wait: Duration,
 }
 
 /// A watch running on the server: what finishing it needs.
@@ -123,6 +131,11 @@ impl Session {
     pub fn start(&self, spec: &WatchSpec) -> anyhow::Result<Watching> {
         let mut ch = self.inner.lock().unwrap_or_else(|e| e.into_inner());
         let clock_before = ch.clock()?;
+        {
+            let mut sh = ch.shared();
+            sh.samples.clear();
+            sh.watch = Some((Instant::now(), spec.interval.as_secs_f64()));
+        }
         ch.send(&ToServer::Start(StartWatch {
             target: spec.target.to_string(),
             sample_s: spec.interval.as_secs_f64(),
@@ -135,7 +148,7 @@ impl Session {
             ToClient::Started { at_unix_s, found } => Ok(Watching {
                 clock_before,
                 started_remote_unix_s: at_unix_s,
-                bytes_at_start: ch.bytes.load(Ordering::Relaxed),
+                bytes_at_start: ch.shared().bytes,
                 found: *found,
                 interval_s: spec.interval.as_secs_f64(),
             }),
@@ -153,24 +166,28 @@ impl Session {
     /// ([`super::lost`]) and its source says when (`lost_at_s`).
     pub fn finish(&self, w: Watching, load_started_unix_s: f64) -> Evidence {
         let mut ch = self.inner.lock().unwrap_or_else(|e| e.into_inner());
-        let mut streamed = Vec::new();
-        let got = match ch.send(&ToServer::Stop) {
-            Ok(()) => ch.evidence(&mut streamed),
-            Err(e) => {
-                ch.drain(&mut streamed);
-                Err(e)
-            }
+        let got = ch.send(&ToServer::Stop).and_then(|()| ch.evidence());
+        // Every sample sent before the Evidence (or before the channel was lost).
+        let streamed = {
+            let mut sh = ch.shared();
+            sh.watch = None;
+            std::mem::take(&mut sh.samples)
         };
         let (mut ev, clock_after, cpu) = match got {
             Ok((mut ev, cpu_pct, cpu_s)) => {
-                streamed.append(&mut ev.samples);
-                ev.samples = streamed;
+                let rest = std::mem::replace(&mut ev.samples, streamed);
+                ev.samples.extend(rest);
                 // Clocks once more; a channel lost right here leaves the first alone.
                 (ev, ch.clock().ok(), Some((cpu_pct, cpu_s)))
             }
             Err(e) => {
                 self.lost.store(true, Ordering::Relaxed);
-                let lost_unix_s = ch.ended().unwrap_or_else(unix_now);
+                let lost_unix_s = ch.shared().ended_unix_s.unwrap_or_else(unix_now);
+                // A limit the server passed says more than the closed pipe it left.
+                let e = match ch.shared().broke.clone() {
+                    Some(why) => anyhow::anyhow!("{why}"),
+                    None => e,
+                };
                 let lost_at_s = lost_unix_s - load_started_unix_s;
                 let why = format!(
                     "the channel to the remote watch on {} was lost {lost_at_s:.1} s into the load ({e:#}): the samples until then are kept and the window rebuilt from them; the kernel counters over the window (drops, overflows, retransmits), the error logs, the profile and everything after {lost_at_s:.1} s were not seen",
@@ -184,7 +201,7 @@ impl Session {
                 (ev, None, None)
             }
         };
-        let bytes = ch.bytes.load(Ordering::Relaxed) - w.bytes_at_start;
+        let bytes = ch.shared().bytes - w.bytes_at_start;
         let (offset, uncertainty) = match clock_after {
             Some(after) => combine(w.clock_before, after),
             None => (w.clock_before.offset_s(), w.clock_before.rtt_s() / 2.0),
@@ -254,6 +271,7 @@ impl Drop for Session {
 
 impl Channel {
     fn spawn(ssh: &Ssh, script: &str) -> anyhow::Result<Channel> {
+        let hello_wait = hello_wait()?;
         let mut child = ssh
             .command(script)
             .stdin(Stdio::piped())
@@ -276,61 +294,53 @@ impl Channel {
                 }
             }
         });
-        let bytes = Arc::new(AtomicU64::new(0));
-        let count = bytes.clone();
-        let ended_unix_s = Arc::new(Mutex::new(None));
-        let ended = ended_unix_s.clone();
         let out = child.stdout.take().expect("piped");
-        let (tx, lines) = mpsc::channel();
+        let stdin = child.stdin.take();
+        let child = Arc::new(Mutex::new(child));
+        let shared = Arc::new(Mutex::new(Shared::default()));
+        let (tx, incoming) = mpsc::sync_channel(UNASKED);
         // Lines through a thread, so every wait for the server is bounded.
+        let reader = Reader {
+            tx,
+            shared: shared.clone(),
+            host: ssh.dest.host.clone(),
+        };
+        let ssh_child = child.clone();
         std::thread::spawn(move || {
-            let mut input = BufReader::new(out);
-            while let Ok(Some(line)) = protocol::read_line(&mut input) {
-                count.fetch_add(line.len() as u64 + 1, Ordering::Relaxed);
-                if tx.send(line).is_err() {
-                    return;
-                }
+            let broke = reader.read(out);
+            let mut sh = lock(&reader.shared);
+            sh.ended_unix_s = Some(unix_now());
+            if let Some(why) = broke {
+                sh.broke = Some(why);
+                drop(sh);
+                end_group(&ssh_child);
             }
-            *ended.lock().unwrap_or_else(|e| e.into_inner()) = Some(unix_now());
         });
         Ok(Channel {
             dest: ssh.dest.clone(),
-            stdin: child.stdin.take(),
+            stdin,
             child,
-            lines,
-            bytes,
+            incoming,
+            shared,
             stderr,
-            ended_unix_s,
+            hello_wait,
         })
     }
 
-    /// When ssh's output ended, if it did.
-    fn ended(&self) -> Option<f64> {
-        *self.ended_unix_s.lock().unwrap_or_else(|e| e.into_inner())
+    fn shared(&self) -> MutexGuard<'_, Shared> {
+        lock(&self.shared)
     }
 
-    /// The samples already received (the channel is gone: nothing else will come).
-    fn drain(&mut self, streamed: &mut Vec<Sample>) {
-        while let Ok(line) = self.lines.try_recv() {
-            if let Ok(ToClient::Sample { sample }) = serde_json::from_str(&line) {
-                streamed.push(*sample);
-            }
-        }
-    }
-
-    /// After a stop: the samples sent as they were taken (into `streamed`), then the
-    /// Evidence with the process's CPU (percent of a core, seconds).
-    fn evidence(&mut self, streamed: &mut Vec<Sample>) -> anyhow::Result<(Evidence, f64, f64)> {
-        loop {
-            match self.reply(REPLY_WAIT)? {
-                ToClient::Sample { sample } => streamed.push(*sample),
-                ToClient::Evidence {
-                    evidence,
-                    cpu_pct,
-                    cpu_s,
-                } => return Ok((*evidence, cpu_pct, cpu_s)),
-                other => bail!("no evidence from {}: {}", self.dest.host, said(other)),
-            }
+    /// After a stop: the Evidence with the process's CPU (percent of a core, seconds);
+    /// the samples sent before it are in `Shared`.
+    fn evidence(&mut self) -> anyhow::Result<(Evidence, f64, f64)> {
+        match self.reply(REPLY_WAIT)? {
+            ToClient::Evidence {
+                evidence,
+                cpu_pct,
+                cpu_s,
+            } => Ok((*evidence, cpu_pct, cpu_s)),
+            other => bail!("no evidence from {}: {}", self.dest.host, said(other)),
         }
     }
 
@@ -348,11 +358,28 @@ impl Channel {
             protocol: PROTOCOL,
             version: VERSION.into(),
         });
-        let deadline = Instant::now() + HELLO_WAIT;
+        let deadline = Instant::now() + self.hello_wait;
         let mut chatter = Vec::new();
         loop {
-            let Some(line) = self.line(deadline) else {
-                return Err(self.died(&chatter));
+            let line = match self.next(deadline) {
+                Ok(Incoming::Early(line)) => line,
+                Ok(_) => bail!("a message before the hello"),
+                Err(false) => return Err(self.died(&chatter)),
+                Err(true) => {
+                    end_group(&self.child);
+                    let mut said = lock(&self.stderr).trim().to_string();
+                    if said.is_empty() {
+                        said = chatter.join("; ");
+                    }
+                    if said.is_empty() {
+                        said = "nothing".into();
+                    }
+                    bail!(
+                        "no hello from the remote watch on {} in {} s (ssh and the remote end said: {said:.200}): the session was ended — a slow host or link may need longer (LOADLENS_HELLO_WAIT=5m)",
+                        self.dest.host,
+                        self.hello_wait.as_secs_f64()
+                    );
+                }
             };
             if let Some(arch) = line.strip_prefix(MISSING) {
                 return Ok(Err(arch.trim().to_string()));
@@ -410,34 +437,37 @@ impl Channel {
     /// The next message, waiting at most `wait`.
     fn reply(&mut self, wait: Duration) -> anyhow::Result<ToClient> {
         let deadline = Instant::now() + wait;
-        loop {
-            let Some(line) = self.line(deadline) else {
+        match self.next(deadline) {
+            Ok(Incoming::Msg(m)) => Ok(m),
+            Ok(Incoming::Unreadable(why)) => {
+                bail!("unreadable message from {}: {why}", self.dest.host)
+            }
+            Ok(Incoming::Early(_)) => unreachable!("the hello came first"),
+            Err(_) => {
                 let why = self.died(&[]);
-                return Err(
-                    why.context(format!("the watch on {} stopped answering", self.dest.host))
-                );
-            };
-            if protocol::is_message(&line) {
-                return serde_json::from_str(&line).with_context(|| {
-                    format!("unreadable message from {}: {line:.120}", self.dest.host)
-                });
+                Err(why.context(format!("the watch on {} stopped answering", self.dest.host)))
             }
         }
     }
 
-    fn line(&mut self, deadline: Instant) -> Option<String> {
-        self.lines
+    /// What came next; `Err(true)` when nothing came by `deadline`, `Err(false)` when
+    /// the reader stopped (ssh's output ended, or a limit was passed).
+    fn next(&mut self, deadline: Instant) -> Result<Incoming, bool> {
+        self.incoming
             .recv_timeout(deadline.saturating_duration_since(Instant::now()))
-            .ok()
+            .map_err(|e| e == RecvTimeoutError::Timeout)
     }
 
     /// Why the channel ended: ssh's exit and what it said.
     fn died(&mut self, chatter: &[String]) -> anyhow::Error {
-        let code = match wait_bounded(&mut self.child, Duration::from_secs(5)) {
+        // The reader stopped at a limit and ended ssh: that is the reason.
+        if let Some(why) = self.shared().broke.clone() {
+            return anyhow::anyhow!("{why}");
+        }
+        let code = match wait_bounded(&self.child, Duration::from_secs(5)) {
             Some(status) => status.code(),
             None => {
-                let _ = self.child.kill();
-                let _ = self.child.wait();
+                end_group(&self.child);
                 None
             }
         };
@@ -458,22 +488,20 @@ impl Channel {
     /// killing it if it lingers.
     fn close(&mut self) {
         drop(self.stdin.take());
-        if wait_bounded(&mut self.child, Duration::from_secs(10)).is_none() {
-            let _ = self.child.kill();
-            let _ = self.child.wait();
+        if wait_bounded(&self.child, Duration::from_secs(10)).is_none() {
+            end_group(&self.child);
         }
     }
 }
 
-/// Waits for a child at most `limit`; `None` if it is still running.
-fn wait_bounded(child: &mut Child, limit: Duration) -> Option<std::process::ExitStatus> {
-    let until = Instant::now() + limit;
-    loop {
-        match child.try_wait() {
-            Ok(Some(s)) => return Some(s),
-            Ok(None) if Instant::now() < until => std::thread::sleep(Duration::from_millis(20)),
-            _ => return None,
-        }
+/// The wait for the hello: `LOADLENS_HELLO_WAIT` if set (a slow first connection, or a
+/// test that wants it short), else [`HELLO_WAIT`].
+fn hello_wait() -> anyhow::Result<Duration> {
+    match std::env::var("LOADLENS_HELLO_WAIT") {
+        Ok(v) => crate::units::parse_duration(&v).map_err(|e| {
+            anyhow::anyhow!("LOADLENS_HELLO_WAIT=`{v}`: {e} — give a duration such as 30s or 5m")
+        }),
+        Err(_) => Ok(HELLO_WAIT),
     }
 }
 

@@ -16,7 +16,8 @@ use std::process::{Command, Stdio};
 
 use anyhow::{bail, Context};
 
-use super::protocol::{MISSING, VERSION};
+use super::bounded::Size;
+use super::protocol::{MAX_BEFORE_HELLO, MISSING, VERSION};
 
 /// Where to ssh: `ssh://[user@]host[:port]`.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -136,13 +137,48 @@ pub fn upload(ssh: &Ssh, exe: &Path, hash: &str) -> anyhow::Result<()> {
     let file = std::fs::File::open(exe)
         .with_context(|| format!("cannot read this loadlens ({})", exe.display()))?;
     let size = file.metadata()?.len();
-    let out = ssh
+    let mut child = ssh
         .command(&upload_script(hash, size))
         .stdin(Stdio::from(file))
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
-        .output()
+        .spawn()
         .with_context(|| format!("cannot start `{}`", ssh.argv[0]))?;
+    // What ssh says goes on being read (so it never blocks on a full pipe); the first
+    // 64 KiB are kept, as for the watch's channel.
+    let mut err = child.stderr.take().expect("piped");
+    let stderr = std::thread::spawn(move || {
+        let mut kept = Vec::new();
+        let _ = (&mut err).take(64 << 10).read_to_end(&mut kept);
+        let _ = std::io::copy(&mut err, &mut std::io::sink());
+        kept
+    });
+    // The script prints one line, after the login shell's chatter: bounded as the
+    // chatter before the watch's hello is.
+    let mut stdout = Vec::new();
+    let read = child
+        .stdout
+        .take()
+        .expect("piped")
+        .take(MAX_BEFORE_HELLO + 1)
+        .read_to_end(&mut stdout);
+    if stdout.len() as u64 > MAX_BEFORE_HELLO {
+        let _ = child.kill();
+        let _ = child.wait();
+        bail!(
+            "copying loadlens to {}: the server sent more than {} back (`{:.60}`), where the copy prints one line: a login script printing without end — the copy was stopped",
+            ssh.dest.host,
+            Size(MAX_BEFORE_HELLO),
+            String::from_utf8_lossy(&stdout[..60])
+        );
+    }
+    read.context("cannot read ssh's output")?;
+    let status = child.wait().context("ssh failed")?;
+    let out = std::process::Output {
+        status,
+        stdout,
+        stderr: stderr.join().unwrap_or_default(),
+    };
     let said = String::from_utf8_lossy(&out.stdout);
     if out.status.success() && said.contains("loadlens-bootstrap: ok") {
         return Ok(());
