@@ -13,6 +13,7 @@
 mod ctx;
 pub mod explain;
 mod kinds;
+pub mod path;
 mod rules;
 
 pub(crate) use ctx::Ctx;
@@ -24,6 +25,12 @@ pub use explain::explain;
 /// The id of every finding a rule can make, in the order the rules run.
 pub fn rule_ids() -> impl Iterator<Item = &'static str> {
     rules::ALL.iter().map(|r| r.id)
+}
+
+/// Where the requests' time went along their path (the model in [`path`]), with the
+/// finding that explains its bottleneck tier; `None` when the server was not watched.
+pub fn request_path(run: &Run) -> Option<crate::run::RequestPath> {
+    path::model(&Ctx::new(run))
 }
 
 /// Findings for a Run, ranked.
@@ -96,7 +103,68 @@ pub fn diagnose(run: &Run) -> Vec<Finding> {
         }
     }
     rank(&mut found);
+    one_bottleneck(&mut found, path::model(&ctx).as_ref(), run);
+    rank(&mut found);
     found
+}
+
+/// Findings that follow from a limit in the tier behind them: the queue in front of
+/// a saturated tier and its overflow, the connections the front opens and retries
+/// while it waits. Beside a bottleneck they are its consequences, whatever their own
+/// confidence.
+const QUEUE_CONSEQUENCES: &[(&str, &str)] = &[
+    ("listen-queue-overflow", "the requests the saturated tier could not take queued in front of it until its accept queue overflowed"),
+    ("syn-queue-overflow", "the handshakes of connections retried after the accept queue's drops filled the SYN queue"),
+    ("time-wait-connect-cost", "each request the front passed to the slow tier on a new connection left a TIME_WAIT socket, and connect() searched past them"),
+    ("ephemeral-ports-exhausted", "the front opened a connection per request to the slow tier faster than TIME_WAIT freed its ports"),
+    ("retransmits", "the handshakes dropped by the full queue were retransmitted"),
+    ("event-loop-stall", "the front's workers waited on the slow tier"),
+    ("run-queue-delay", "the saturated tier's processes took the CPUs the others waited for"),
+];
+
+/// At most one bottleneck per run: the path's bottleneck tier chooses it among the
+/// bottlenecks found (else the first ranked); every other bottleneck becomes a
+/// consequence of it ("because of …", info) when the model or the pairwise table makes
+/// it one, and otherwise a warning beside it — two independent limits need each its
+/// own proof, which one run's findings do not give.
+fn one_bottleneck(found: &mut [Finding], model: Option<&crate::run::RequestPath>, run: &Run) {
+    let ups: Vec<String> = run
+        .evidence
+        .iter()
+        .flat_map(|e| e.topology.upstream_listeners.iter().map(|l| l.addr.clone()))
+        .collect();
+    let bottlenecks: Vec<usize> = (0..found.len())
+        .filter(|&i| found[i].kind == Kind::Bottleneck)
+        .collect();
+    if bottlenecks.len() < 2 {
+        return;
+    }
+    let tier = model.and_then(|m| m.bottleneck.as_deref());
+    let main = tier
+        .and_then(|t| {
+            bottlenecks
+                .iter()
+                .copied()
+                .find(|&i| path::finding_tier(&found[i], &ups) == Some(t))
+        })
+        .unwrap_or(bottlenecks[0]);
+    let cause = found[main].id.clone();
+    for i in bottlenecks.into_iter().filter(|&i| i != main) {
+        let f = &mut found[i];
+        match QUEUE_CONSEQUENCES.iter().find(|(id, _)| *id == f.id) {
+            Some((_, why)) => {
+                f.kind = Kind::Info;
+                f.explanation
+                    .push_str(&format!(" Because of {cause} (above): {why}."));
+            }
+            None => {
+                f.kind = Kind::Warning;
+                f.explanation.push_str(&format!(
+                    " Beside {cause} (above), the bottleneck of this run; a second limit would need evidence of its own that {cause} cannot explain."
+                ));
+            }
+        }
+    }
 }
 
 /// Demotes each consequence whose cause was found as a bottleneck ([`rules::EXPLAINS`])
