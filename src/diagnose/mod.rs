@@ -105,7 +105,63 @@ pub fn diagnose(run: &Run) -> Vec<Finding> {
     rank(&mut found);
     one_bottleneck(&mut found, path::model(&ctx).as_ref(), run);
     rank(&mut found);
+    name_the_endpoint(&mut found, run);
     found
+}
+
+/// An endpoint of a mix takes this share of the requests' total time, and each of its
+/// requests this many times the others' mean, for the bottleneck to be its requests'.
+const ENDPOINT_SHARE: f64 = 0.5;
+const ENDPOINT_SLOWER: f64 = 3.0;
+
+/// A mix's bottleneck names the endpoint whose requests wait in it: the one that took
+/// most of the requests' time, each of its requests far slower than the rest's.
+fn name_the_endpoint(found: &mut [Finding], run: &Run) {
+    let eps = &run.results.endpoints;
+    if eps.len() < 2 {
+        return;
+    }
+    let total: f64 = eps.iter().map(|e| e.total_us()).sum();
+    let Some(slow) = eps.iter().max_by(|a, b| a.total_us().total_cmp(&b.total_us())) else {
+        return;
+    };
+    let (rest_n, rest_us) = eps
+        .iter()
+        .filter(|e| e.name != slow.name)
+        .fold((0u64, 0.0), |(n, t), e| (n + e.latency.count, t + e.total_us()));
+    let rest_mean = rest_us / rest_n.max(1) as f64;
+    let share = slow.total_us() / total.max(1e-9);
+    if share < ENDPOINT_SHARE || slow.latency.mean_us < ENDPOINT_SLOWER * rest_mean {
+        return;
+    }
+    let Some(f) = found
+        .iter_mut()
+        .find(|f| f.kind == Kind::Bottleneck && f.id != "client-saturated")
+    else {
+        return;
+    };
+    f.title.push_str(&format!(
+        " — the requests of `{}` ({:.1}% of the requests' time)",
+        slow.name,
+        100.0 * share
+    ));
+    f.evidence.push(fact(
+        &format!("{}: share of the requests' time", slow.name),
+        (1000.0 * share).round() / 10.0,
+        "%",
+    ));
+    f.evidence.push(fact(
+        &format!("{}: mean latency", slow.name),
+        slow.latency.mean_us / 1e3,
+        "ms",
+    ));
+    f.explanation.push_str(&format!(
+        " Of the mix's endpoints, `{}` waited here: its requests took {:.1} ms each against {:.1} ms for the others', {:.1}% of all the requests' time.",
+        slow.name,
+        slow.latency.mean_us / 1e3,
+        rest_mean / 1e3,
+        100.0 * share
+    ));
 }
 
 /// Findings that follow from a limit in the tier behind them: the queue in front of
@@ -142,15 +198,27 @@ fn one_bottleneck(found: &mut [Finding], model: Option<&crate::run::RequestPath>
     let tier = model.and_then(|m| m.bottleneck.as_deref());
     let main = tier
         .and_then(|t| {
-            bottlenecks
-                .iter()
+            let in_tier = |i: &usize| path::finding_tier(&found[*i], &ups) == Some(t);
+            let symptom = |i: &usize| QUEUE_CONSEQUENCES.iter().any(|(id, _)| *id == found[*i].id);
+            // A cause in the tier before a symptom of it (its queue's overflow).
+            (bottlenecks.iter().find(|i| in_tier(i) && !symptom(i)))
+                .or_else(|| bottlenecks.iter().find(|i| in_tier(i)))
                 .copied()
-                .find(|&i| path::finding_tier(&found[i], &ups) == Some(t))
         })
         .unwrap_or(bottlenecks[0]);
     let cause = found[main].id.clone();
+    // A limit with evidence of its own the cause cannot produce (the pairwise table's
+    // `unless`: bodies ~40 ms after their heads, a worker seen blocked) stands beside it.
+    let independent = |f: &Finding| {
+        rules::EXPLAINS
+            .iter()
+            .any(|e| e.cause == cause && e.consequence == f.id && e.unless.is_some_and(|u| u(f)))
+    };
     for i in bottlenecks.into_iter().filter(|&i| i != main) {
         let f = &mut found[i];
+        if independent(f) {
+            continue;
+        }
         match QUEUE_CONSEQUENCES.iter().find(|(id, _)| *id == f.id) {
             Some((_, why)) => {
                 f.kind = Kind::Info;
@@ -369,6 +437,38 @@ mod tests {
         if let Some(k) = kind_of(&found, "time-wait-connect-cost") {
             assert_eq!(k, Kind::Info);
         }
+    }
+
+    /// A mix where one endpoint is slow behind a saturated upstream: the bottleneck
+    /// names it; with the endpoints alike, it names none.
+    #[test]
+    fn a_mix_names_the_endpoint_that_waits() {
+        use crate::run::test_endpoint;
+        let mut run = fixture("php-fpm-children-before");
+        run.results.endpoints = vec![
+            test_endpoint("GET /static", &[400; 900]),
+            test_endpoint("GET /api", &[90_000; 100]),
+        ];
+        let found = diagnose(&run);
+        assert_eq!(found[0].id, "upstream-saturated", "{:?}", ids(&found));
+        assert!(found[0].title.contains("`GET /api`"), "{}", found[0].title);
+        run.results.endpoints = vec![
+            test_endpoint("GET /a", &[9_000; 500]),
+            test_endpoint("GET /b", &[10_000; 500]),
+        ];
+        let found = diagnose(&run);
+        assert!(!found[0].title.contains("`GET /"), "{}", found[0].title);
+    }
+
+    /// Several bottlenecks of one cause: the single-threaded upstream's recording has
+    /// its queue's overflow beside its saturation; one bottleneck stays, the overflow
+    /// is its consequence.
+    #[test]
+    fn one_bottleneck_with_its_consequences_beneath() {
+        let run = fixture("php-fpm-children-before");
+        let found = diagnose(&run);
+        let n = found.iter().filter(|f| f.kind == Kind::Bottleneck).count();
+        assert!(n <= 1, "{:?}", ids(&found));
     }
 
     fn ids(found: &[Finding]) -> Vec<(&str, Kind)> {

@@ -336,11 +336,11 @@ mod tests {
     use super::*;
     use crate::diagnose::testutil::fixture;
 
-    /// php-fpm's two children computing behind nginx (recorded): the upstream is the
-    /// tier requests wait in, and the front's share is small.
+    /// php-fpm's children on its unix socket behind nginx (recorded): the upstream is
+    /// the tier requests wait in.
     #[test]
     fn php_fpm_children_wait_in_the_upstream() {
-        let run = fixture("php-fpm-children-before");
+        let run = fixture("php-fpm-socket-before");
         let p = model(&Ctx::new(&run)).expect("a path");
         let up = p.tiers.iter().find(|t| t.role == UPSTREAM).expect("upstream");
         assert_eq!(p.bottleneck.as_deref(), Some(UPSTREAM), "{p:#?}");
