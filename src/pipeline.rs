@@ -86,7 +86,14 @@ pub fn measure(
         wait_until(at, &stop);
     }
     let started_unix_s = unix_now();
-    let outcome = engine::run(job.spec, job.target, job.addr, job.body, stop.clone(), progress);
+    let outcome = engine::run(
+        job.spec,
+        job.target,
+        job.addr,
+        job.body,
+        stop.clone(),
+        progress,
+    );
     // The watch ends even when the load failed, so its thread never outlives the run.
     let (evidence, lost) = match watch.map(|w| w.finish(started_unix_s)) {
         Some((e, lost)) => (Some(e), lost),
@@ -118,7 +125,7 @@ pub fn measure(
         && !stop.load(Ordering::Relaxed)
         && run.findings.iter().any(|f| f.id == "concurrency-bound")
     {
-        run.probes = probes(job, &stop, progress)?;
+        run.probes = probes(job, run.results.latency.mean_us / 1e6, &stop, progress)?;
         run.findings = crate::diagnose::diagnose(&run);
     }
     run.path = crate::diagnose::request_path(&run);
@@ -130,11 +137,23 @@ pub fn measure(
 /// [`PROBE_SHARE`] of the load's length within its bounds.
 fn probes(
     job: &Job,
+    latency_s: f64,
     stop: &Arc<AtomicBool>,
     progress: &mut dyn Progress,
 ) -> anyhow::Result<Vec<crate::run::Probe>> {
+    // The requests the load left in flight are still queued in the server (a pool's
+    // queue runs them after their clients have gone): the probe waits for them, two of
+    // the load's latencies, or its first requests would wait behind them.
+    let drain = Instant::now() + Duration::from_secs_f64((2.0 * latency_s).min(PROBE_MAX_S));
+    while Instant::now() < drain && !stop.load(Ordering::Relaxed) {
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    // Long enough for a few requests at 1 connection: three of the load's latencies
+    // (which bound the unloaded one), within the bounds.
     let d = job.spec.duration_s.unwrap_or(PROBE_MIN_S / PROBE_SHARE);
-    let secs = (d * PROBE_SHARE).clamp(PROBE_MIN_S, PROBE_MAX_S);
+    let secs = (d * PROBE_SHARE)
+        .max(3.0 * latency_s)
+        .clamp(PROBE_MIN_S, PROBE_MAX_S);
     let more = job.spec.connections.saturating_mul(PROBE_MORE).max(2);
     let mut out = Vec::new();
     for (i, c) in [1, more].into_iter().enumerate() {
@@ -146,8 +165,18 @@ fn probes(
         spec.threads = spec.threads.min(c).max(1);
         spec.duration_s = Some(secs);
         spec.requests = None;
-        progress.phase(&format!("probe {} of 2: {c} connections, {secs:.1}s", i + 1));
-        let o = engine::run(&spec, job.target, job.addr, job.body, stop.clone(), progress);
+        progress.phase(&format!(
+            "probe {} of 2: {c} connections, {secs:.1}s",
+            i + 1
+        ));
+        let o = engine::run(
+            &spec,
+            job.target,
+            job.addr,
+            job.body,
+            stop.clone(),
+            progress,
+        );
         progress.phase("");
         let r = o?.results;
         out.push(crate::run::Probe {

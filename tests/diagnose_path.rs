@@ -29,9 +29,18 @@ fn lab(name: &str, params: &[&str]) -> Option<(Value, Value)> {
     let _guard = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
     let dir = tempfile::tempdir().unwrap();
     let mut cmd = common::loadlens();
-    cmd.args(["lab", "run", name, "--fix", "-q", "-d", "3s", "--no-profile"])
-        .arg("--json-dir")
-        .arg(dir.path());
+    cmd.args([
+        "lab",
+        "run",
+        name,
+        "--fix",
+        "-q",
+        "-d",
+        "3s",
+        "--no-profile",
+    ])
+    .arg("--json-dir")
+    .arg(dir.path());
     for p in params {
         cmd.args(["--param", p]);
     }
@@ -72,7 +81,11 @@ fn rps(run: &Value) -> f64 {
 /// The number in a finding's title after `limit of `.
 fn limit_size(title: &str) -> f64 {
     let rest = title.split("limit of ").nth(1).expect(title);
-    rest.split_whitespace().next().unwrap().parse().expect(title)
+    rest.split_whitespace()
+        .next()
+        .unwrap()
+        .parse()
+        .expect(title)
 }
 
 /// The JVM's pool at 2 threads × 80 ms (25/s) and 8 threads × 20 ms (400/s), 40
@@ -88,12 +101,19 @@ fn a_thread_pool_in_the_upstream_is_a_pool_limit_of_its_size() {
     for (threads, handler_ms) in [(2u32, 80u32), (8, 20)] {
         let Some((before, after)) = lab(
             "thread-pool",
-            &[&format!("threads={threads}"), &format!("handler_ms={handler_ms}")],
+            &[
+                &format!("threads={threads}"),
+                &format!("handler_ms={handler_ms}"),
+            ],
         ) else {
             return;
         };
         let b = bottlenecks(&before);
-        assert_eq!(b, vec!["pool-limit".to_string()], "{threads} threads: {b:?}");
+        assert_eq!(
+            b,
+            vec!["pool-limit".to_string()],
+            "{threads} threads: {b:?}"
+        );
         let f = finding(&before, "pool-limit").unwrap();
         let title = f["title"].as_str().unwrap();
         let size = limit_size(title);
@@ -107,7 +127,10 @@ fn a_thread_pool_in_the_upstream_is_a_pool_limit_of_its_size() {
         let probes = before["probes"].as_array().unwrap();
         assert_eq!(probes.len(), 2, "{probes:?}");
         assert_eq!(probes[0]["connections"], 1);
-        assert!(f["explanation"].as_str().unwrap().contains("160 connections"));
+        assert!(f["explanation"]
+            .as_str()
+            .unwrap()
+            .contains("160 connections"));
         // concurrency-bound is not claimed: the probe showed the rate flat.
         assert!(finding(&before, "concurrency-bound").is_none_or(|c| c["kind"] != "bottleneck"));
         // The path: the upstream holds the time and the queue.
@@ -122,8 +145,17 @@ fn a_thread_pool_in_the_upstream_is_a_pool_limit_of_its_size() {
         assert!(up["share_pct"].as_f64().unwrap() >= 70.0, "{up}");
         assert!(up["waiting"].as_f64().unwrap() >= 10.0, "{up}");
         // The fix helps, and the finding goes.
-        assert!(rps(&after) >= 2.0 * rps(&before), "{} → {}", rps(&before), rps(&after));
-        assert!(finding(&after, "pool-limit").is_none(), "{:?}", bottlenecks(&after));
+        assert!(
+            rps(&after) >= 2.0 * rps(&before),
+            "{} → {}",
+            rps(&before),
+            rps(&after)
+        );
+        assert!(
+            finding(&after, "pool-limit").is_none(),
+            "{:?}",
+            bottlenecks(&after)
+        );
     }
 }
 
@@ -139,7 +171,11 @@ fn a_single_threaded_upstream_is_one_bottleneck_with_its_consequences() {
             return;
         };
         let b = bottlenecks(&before);
-        assert_eq!(b, vec!["upstream-saturated".to_string()], "{work_ms} ms: {b:?}");
+        assert_eq!(
+            b,
+            vec!["upstream-saturated".to_string()],
+            "{work_ms} ms: {b:?}"
+        );
         let f = finding(&before, "upstream-saturated").unwrap();
         assert!(
             f["title"].as_str().unwrap().contains("its CPU the limit"),
@@ -147,9 +183,16 @@ fn a_single_threaded_upstream_is_one_bottleneck_with_its_consequences() {
             f["title"]
         );
         // Whatever else fired is beneath it: consequences say so.
-        for other in findings(&before).iter().filter(|x| x["id"] != "upstream-saturated") {
-            if ["listen-queue-overflow", "syn-queue-overflow", "time-wait-connect-cost"]
-                .contains(&other["id"].as_str().unwrap())
+        for other in findings(&before)
+            .iter()
+            .filter(|x| x["id"] != "upstream-saturated")
+        {
+            if [
+                "listen-queue-overflow",
+                "syn-queue-overflow",
+                "time-wait-connect-cost",
+            ]
+            .contains(&other["id"].as_str().unwrap())
             {
                 assert_eq!(other["kind"], "info", "{other}");
                 assert!(
@@ -161,8 +204,17 @@ fn a_single_threaded_upstream_is_one_bottleneck_with_its_consequences() {
                 );
             }
         }
-        assert_eq!(before["path"]["bottleneck"], "upstream", "{}", before["path"]);
-        assert!(rps(&after) >= 2.0 * rps(&before), "{} → {}", rps(&before), rps(&after));
+        assert_eq!(
+            before["path"]["bottleneck"], "upstream",
+            "{}",
+            before["path"]
+        );
+        assert!(
+            rps(&after) >= 2.0 * rps(&before),
+            "{} → {}",
+            rps(&before),
+            rps(&after)
+        );
         assert!(!bottlenecks(&after).contains(&"upstream-saturated".to_string()));
     }
 }
@@ -215,7 +267,10 @@ s.serve_forever()
     }
 
     fn lines(&self) -> u64 {
-        std::fs::read_to_string(self.log.path()).unwrap().lines().count() as u64
+        std::fs::read_to_string(self.log.path())
+            .unwrap()
+            .lines()
+            .count() as u64
     }
 }
 
@@ -253,11 +308,17 @@ fn a_probe_confirms_concurrency_bound_and_no_probe_sends_nothing_extra() {
     // The last requests in flight when the load stopped may have reached the server
     // unanswered: at most one per connection.
     let seen = server.lines() - before;
-    assert!((sent..=sent + 4).contains(&seen), "sent {sent}, server saw {seen}");
+    assert!(
+        (sent..=sent + 4).contains(&seen),
+        "sent {sent}, server saw {seen}"
+    );
     assert!(quiet.get("probes").is_none(), "{}", quiet["probes"]);
     if let Some(c) = finding(&quiet, "concurrency-bound") {
         assert_eq!(c["kind"], "warning", "{c}");
-        assert!(c["title"].as_str().unwrap().contains("not confirmed"), "{c}");
+        assert!(
+            c["title"].as_str().unwrap().contains("not confirmed"),
+            "{c}"
+        );
     }
 
     let before = server.lines();
@@ -269,10 +330,22 @@ fn a_probe_confirms_concurrency_bound_and_no_probe_sends_nothing_extra() {
     assert_eq!(probes[1]["connections"], 16);
     let grew = probes[1]["requests_per_s"].as_f64().unwrap() / rps(&probed);
     assert!(grew >= 1.25, "×{grew}");
-    assert!(f["explanation"].as_str().unwrap().contains("16 connections"), "{f}");
+    assert!(
+        f["explanation"]
+            .as_str()
+            .unwrap()
+            .contains("16 connections"),
+        "{f}"
+    );
     // The probes' requests reached the server too: it saw more than the load.
     let seen = server.lines() - before;
     let load = probed["results"]["responses"].as_u64().unwrap();
-    let probe_responses: u64 = probes.iter().map(|p| p["responses"].as_u64().unwrap()).sum();
-    assert!(seen >= load + probe_responses, "{seen} < {load} + {probe_responses}");
+    let probe_responses: u64 = probes
+        .iter()
+        .map(|p| p["responses"].as_u64().unwrap())
+        .sum();
+    assert!(
+        seen >= load + probe_responses,
+        "{seen} < {load} + {probe_responses}"
+    );
 }

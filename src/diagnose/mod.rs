@@ -122,13 +122,18 @@ fn name_the_endpoint(found: &mut [Finding], run: &Run) {
         return;
     }
     let total: f64 = eps.iter().map(|e| e.total_us()).sum();
-    let Some(slow) = eps.iter().max_by(|a, b| a.total_us().total_cmp(&b.total_us())) else {
+    let Some(slow) = eps
+        .iter()
+        .max_by(|a, b| a.total_us().total_cmp(&b.total_us()))
+    else {
         return;
     };
     let (rest_n, rest_us) = eps
         .iter()
         .filter(|e| e.name != slow.name)
-        .fold((0u64, 0.0), |(n, t), e| (n + e.latency.count, t + e.total_us()));
+        .fold((0u64, 0.0), |(n, t), e| {
+            (n + e.latency.count, t + e.total_us())
+        });
     let rest_mean = rest_us / rest_n.max(1) as f64;
     let share = slow.total_us() / total.max(1e-9);
     if share < ENDPOINT_SHARE || slow.latency.mean_us < ENDPOINT_SLOWER * rest_mean {
@@ -169,6 +174,7 @@ fn name_the_endpoint(found: &mut [Finding], run: &Run) {
 /// while it waits. Beside a bottleneck they are its consequences, whatever their own
 /// confidence.
 const QUEUE_CONSEQUENCES: &[(&str, &str)] = &[
+    ("upstream-saturated", "the requests the upstream's pool could not take waited in its accept queue"),
     ("listen-queue-overflow", "the requests the saturated tier could not take queued in front of it until its accept queue overflowed"),
     ("syn-queue-overflow", "the handshakes of connections retried after the accept queue's drops filled the SYN queue"),
     ("time-wait-connect-cost", "each request the front passed to the slow tier on a new connection left a TIME_WAIT socket, and connect() searched past them"),
@@ -192,21 +198,40 @@ fn one_bottleneck(found: &mut [Finding], model: Option<&crate::run::RequestPath>
     let bottlenecks: Vec<usize> = (0..found.len())
         .filter(|&i| found[i].kind == Kind::Bottleneck)
         .collect();
-    if bottlenecks.len() < 2 {
+    let Some(&first) = bottlenecks.first() else {
         return;
-    }
+    };
     let tier = model.and_then(|m| m.bottleneck.as_deref());
     let main = tier
         .and_then(|t| {
             let in_tier = |i: &usize| path::finding_tier(&found[*i], &ups) == Some(t);
             let symptom = |i: &usize| QUEUE_CONSEQUENCES.iter().any(|(id, _)| *id == found[*i].id);
-            // A cause in the tier before a symptom of it (its queue's overflow).
+            // A cause in the tier before a symptom of it (its queue's overflow); the
+            // upstream's queue before the overflow it makes.
+            let queue = |i: &usize| found[*i].id == "upstream-saturated";
             (bottlenecks.iter().find(|i| in_tier(i) && !symptom(i)))
+                .or_else(|| bottlenecks.iter().find(|i| in_tier(i) && queue(i)))
                 .or_else(|| bottlenecks.iter().find(|i| in_tier(i)))
                 .copied()
         })
-        .unwrap_or(bottlenecks[0]);
+        .unwrap_or(first);
     let cause = found[main].id.clone();
+    // A queue in front of the bottleneck tier: the drops' retries (a warning of their
+    // own) are its consequences too.
+    let queued = model.is_some_and(|m| {
+        m.tiers
+            .iter()
+            .any(|t| Some(t.role.as_str()) == m.bottleneck.as_deref() && t.waiting >= 1.0)
+    });
+    if queued && path::finding_tier(&found[main], &ups) == tier {
+        for f in found.iter_mut().filter(|f| f.kind == Kind::Warning) {
+            if let Some((_, why)) = QUEUE_CONSEQUENCES.iter().find(|(id, _)| *id == f.id) {
+                f.kind = Kind::Info;
+                f.explanation
+                    .push_str(&format!(" Because of {cause} (above): {why}."));
+            }
+        }
+    }
     // A limit with evidence of its own the cause cannot produce (the pairwise table's
     // `unless`: bodies ~40 ms after their heads, a worker seen blocked) stands beside it.
     let independent = |f: &Finding| {

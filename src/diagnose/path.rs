@@ -14,7 +14,7 @@
 //! Little's law and the utilisation law per resource).
 
 use super::Ctx;
-use crate::run::{PathTier, ProcRates, Probe, RequestPath, Role};
+use crate::run::{PathTier, Probe, ProcRates, RequestPath, Role};
 
 /// A tier whose busiest resource is at or past this share is used up.
 const USED_UP_PCT: f64 = 90.0;
@@ -94,8 +94,7 @@ pub(crate) fn model(c: &Ctx) -> Option<RequestPath> {
         in_flight: rate * net_ms / 1e3,
         time_ms: net_ms,
         share_pct: share(net_ms),
-        basis: "the connections' smoothed RTT (sock_diag) and the connect phase per request"
-            .into(),
+        basis: "the connections' smoothed RTT (sock_diag) and the connect phase per request".into(),
         ..PathTier::default()
     });
 
@@ -121,7 +120,8 @@ pub(crate) fn model(c: &Ctx) -> Option<RequestPath> {
         utilisation_pct: utilisation(c, &fronts),
         time_ms: front_ms,
         share_pct: share(front_ms),
-        basis: "the latency less the network's and the upstreams' time; waiting: its accept queue".into(),
+        basis: "the latency less the network's and the upstreams' time; waiting: its accept queue"
+            .into(),
     });
     tiers.extend(upstream);
     for t in &mut tiers {
@@ -179,7 +179,11 @@ fn upstream_tier(c: &Ctx, rate: f64) -> Option<PathTier> {
         .copied()
         .filter(|p| p.role == Role::Worker)
         .collect();
-    let workers = if workers.is_empty() { ups.clone() } else { workers };
+    let workers = if workers.is_empty() {
+        ups.clone()
+    } else {
+        workers
+    };
     // php-fpm's children each serve one request: their count is the pool. A process
     // of many threads (a JVM) has a pool the model cannot see without a probe.
     let pool = (workers.len() > 1).then_some(workers.len() as u32);
@@ -342,7 +346,11 @@ mod tests {
     fn php_fpm_children_wait_in_the_upstream() {
         let run = fixture("php-fpm-socket-before");
         let p = model(&Ctx::new(&run)).expect("a path");
-        let up = p.tiers.iter().find(|t| t.role == UPSTREAM).expect("upstream");
+        let up = p
+            .tiers
+            .iter()
+            .find(|t| t.role == UPSTREAM)
+            .expect("upstream");
         assert_eq!(p.bottleneck.as_deref(), Some(UPSTREAM), "{p:#?}");
         assert!(up.workers.is_some(), "{up:?}");
         let total: f64 = p.tiers.iter().map(|t| t.share_pct).sum();

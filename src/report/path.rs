@@ -50,10 +50,7 @@ pub fn render(run: &Run) -> String {
             let _ = writeln!(o, "  bottleneck: {b} — {}", p.why);
         }
         None => {
-            let _ = writeln!(
-                o,
-                "  no tier used up and no queue in front of one"
-            );
+            let _ = writeln!(o, "  no tier used up and no queue in front of one");
         }
     }
     o.push_str(&probes_line(run));

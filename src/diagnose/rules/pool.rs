@@ -82,7 +82,11 @@ pub(super) fn pool_limit(c: &Ctx) -> Option<Finding> {
         fact("requests/s", rate, "/s"),
         fact("mean latency", latency_ms, "ms"),
         fact("probe at 1 connection: mean latency", service_ms, "ms"),
-        fact("probe at 1 connection: requests/s", one.requests_per_s, "/s"),
+        fact(
+            "probe at 1 connection: requests/s",
+            one.requests_per_s,
+            "/s",
+        ),
         fact("limit (requests/s × unloaded latency)", size, "requests"),
         fact("connections", run.spec.connections as f64, "connections"),
         fact(
@@ -152,7 +156,23 @@ mod tests {
     /// law gives. The same evidence without probes claims neither.
     #[test]
     fn probes_decide_between_concurrency_and_a_pool() {
-        let run = fixture("few-connections-before");
+        // (Recorded with its probes: the rate grew ×3.7 at 16 connections.)
+        let recorded = crate::diagnose::diagnose(&fixture("few-connections-before"));
+        assert_eq!(recorded[0].id, "concurrency-bound");
+        assert_eq!(recorded[0].kind, crate::run::Kind::Bottleneck);
+        // The fix's run (64 connections on php-fpm's 16 children): a pool of 16.
+        let after = crate::diagnose::diagnose(&fixture("few-connections-after"));
+        let pool = after
+            .iter()
+            .find(|f| f.id == "pool-limit")
+            .expect("pool-limit");
+        assert!(
+            pool.title.contains("limit of 16 ") && pool.title.contains("its 16 workers"),
+            "{}",
+            pool.title
+        );
+        let mut run = fixture("few-connections-before");
+        run.probes.clear();
         let rate = run.results.requests_per_s;
         let latency_ms = run.results.latency.mean_us / 1e3;
         // Without probes: concurrency-bound is unconfirmed, no pool claimed.
@@ -162,28 +182,50 @@ mod tests {
         assert!(!fires(&run, "pool-limit"));
         // Rate grows ×4 at 16 connections, unloaded as slow as loaded: confirmed.
         let mut grows = run.clone();
-        grows.probes = vec![probe(1, rate / 4.0, latency_ms), probe(16, rate * 3.8, latency_ms)];
+        grows.probes = vec![
+            probe(1, rate / 4.0, latency_ms),
+            probe(16, rate * 3.8, latency_ms),
+        ];
         let found = crate::diagnose::diagnose(&grows);
         assert_eq!(found[0].id, "concurrency-bound");
         assert_eq!(found[0].kind, crate::run::Kind::Bottleneck);
-        assert!(found[0].explanation.contains("16 connections"), "{}", found[0].explanation);
+        assert!(
+            found[0].explanation.contains("16 connections"),
+            "{}",
+            found[0].explanation
+        );
         assert!(!fires(&grows, "pool-limit"));
         // Flat at 16 connections, unloaded a quarter of the loaded time: a pool of
         // rate × unloaded time.
         for (unloaded_ms, size) in [(latency_ms / 4.0, 1.0), (latency_ms / 2.0, 2.0)] {
             let mut flat = run.clone();
-            flat.probes = vec![probe(1, 1e3 / unloaded_ms, unloaded_ms), probe(16, rate * 1.05, latency_ms * 4.0)];
+            flat.probes = vec![
+                probe(1, 1e3 / unloaded_ms, unloaded_ms),
+                probe(16, rate * 1.05, latency_ms * 4.0),
+            ];
             let found = crate::diagnose::diagnose(&flat);
-            assert_eq!(found[0].id, "pool-limit", "{:?}", found.iter().map(|f| &f.id).collect::<Vec<_>>());
+            assert_eq!(
+                found[0].id,
+                "pool-limit",
+                "{:?}",
+                found.iter().map(|f| &f.id).collect::<Vec<_>>()
+            );
             let want = (rate * unloaded_ms / 1e3).round();
-            assert!(found[0].title.contains(&format!("limit of {want:.0} ")), "{} (≈{size})", found[0].title);
+            assert!(
+                found[0].title.contains(&format!("limit of {want:.0} ")),
+                "{} (≈{size})",
+                found[0].title
+            );
             assert!(found
                 .iter()
                 .all(|f| f.id != "concurrency-bound" || f.kind != crate::run::Kind::Bottleneck));
         }
         // Loaded barely above unloaded: no queue, no pool.
         let mut no_queue = run.clone();
-        no_queue.probes = vec![probe(1, rate / 4.0, latency_ms * 0.9), probe(16, rate, latency_ms * 4.0)];
+        no_queue.probes = vec![
+            probe(1, rate / 4.0, latency_ms * 0.9),
+            probe(16, rate, latency_ms * 4.0),
+        ];
         assert!(!fires(&no_queue, "pool-limit"));
     }
 }

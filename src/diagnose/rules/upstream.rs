@@ -102,8 +102,11 @@ pub(super) fn upstream_saturated(c: &Ctx) -> Option<Finding> {
             c.worker_cores(p),
             if c.worker_cores(p) > 1.0 { "s" } else { "" }
         ));
-        f.evidence
-            .push(fact("upstream's busiest process CPU", c.worker_load_pct(p).round(), "% of its cores"));
+        f.evidence.push(fact(
+            "upstream's busiest process CPU",
+            c.worker_load_pct(p).round(),
+            "% of its cores",
+        ));
     }
     f.evidence = vec![
         fact("timeouts and 499/502/503/504", failed as f64, "requests"),
