@@ -121,15 +121,29 @@ pub fn measure(
         path: None,
     };
     run.findings = crate::diagnose::diagnose(&run);
-    if job.probe == Probing::WhenUnsure
-        && !stop.load(Ordering::Relaxed)
-        && run.findings.iter().any(|f| f.id == "concurrency-bound")
-    {
+    if job.probe == Probing::WhenUnsure && !stop.load(Ordering::Relaxed) && unsure(&run) {
         run.probes = probes(job, run.results.latency.mean_us / 1e6, &stop, progress)?;
         run.findings = crate::diagnose::diagnose(&run);
     }
     run.path = crate::diagnose::request_path(&run);
     Ok(run)
+}
+
+/// Whether one run's evidence admits several causes: the rate could be the load's
+/// concurrency or a limit inside the server (`concurrency-bound` found), or a closed
+/// loop found no bottleneck at all (a pool's queue inside a process shows in no
+/// counter; a load shorter than a few latencies misses Little's law).
+fn unsure(run: &Run) -> bool {
+    let closed = run.spec.rate.is_none() && run.results.responses > 0;
+    // Findings that explain a latency (a wait for a CPU, a stall) but not a rate that
+    // stays put: beside them the latency could still be a queue for a pool.
+    const LATENCY_ONLY: &[&str] = &["run-queue-delay", "event-loop-stall", "nagle-delayed-ack"];
+    run.findings.iter().any(|f| f.id == "concurrency-bound")
+        || (closed
+            && run.evidence.is_some()
+            && !run.findings.iter().any(|f| {
+                f.kind == crate::run::Kind::Bottleneck && !LATENCY_ONLY.contains(&f.id.as_str())
+            }))
 }
 
 /// Short loads after the main one (not watched): at 1 connection (the unloaded service

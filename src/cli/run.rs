@@ -286,8 +286,13 @@ pub fn cmd(mut a: RunArgs) -> anyhow::Result<ExitCode> {
 /// closed loop bounded by time probes, and a load that asked for a count, a rate,
 /// objectives or a share does not (its requests are what was asked for).
 fn probing(a: &RunArgs, spec: &Spec) -> pipeline::Probing {
-    let asked_exactly =
-        a.ci.slo.is_some() || spec.requests.is_some() || spec.rate.is_some() || a.segment.is_some();
+    // A replay sends the log's requests at their times: nothing else.
+    let replay = spec.mix.as_ref().is_some_and(|m| m.replay.is_some());
+    let asked_exactly = a.ci.slo.is_some()
+        || spec.requests.is_some()
+        || spec.rate.is_some()
+        || a.segment.is_some()
+        || replay;
     if a.no_probe || a.load.no_watch || (asked_exactly && !a.probe) {
         pipeline::Probing::Off
     } else {

@@ -181,7 +181,6 @@ const QUEUE_CONSEQUENCES: &[(&str, &str)] = &[
     ("ephemeral-ports-exhausted", "the front opened a connection per request to the slow tier faster than TIME_WAIT freed its ports"),
     ("retransmits", "the handshakes dropped by the full queue were retransmitted"),
     ("event-loop-stall", "the front's workers waited on the slow tier"),
-    ("run-queue-delay", "the saturated tier's processes took the CPUs the others waited for"),
 ];
 
 /// At most one bottleneck per run: the path's bottleneck tier chooses it among the

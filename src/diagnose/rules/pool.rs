@@ -42,10 +42,12 @@ pub(super) fn pool_limit(c: &Ctx) -> Option<Finding> {
         return None;
     }
     // A saturated resource explains a rate that stays put: that is its own finding.
+    // (A process's share of its cores, not its busiest thread: a JVM's JIT compiler
+    // thread busy after start is not what serves the requests.)
     let saturated = c
         .procs()
         .iter()
-        .any(|p| c.worker_load_pct(p) >= SATURATED_PCT);
+        .any(|p| c.worker_cpu_share(p) >= SATURATED_PCT);
     if saturated || run.client.busy_pct_mean >= 50.0 {
         return None;
     }

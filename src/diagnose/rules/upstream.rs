@@ -87,9 +87,11 @@ pub(super) fn upstream_saturated(c: &Ctx) -> Option<Finding> {
     );
     // One process at its CPU's limit (a single-threaded server): the upstream's
     // capacity is that CPU, whatever queues and retries follow from it.
+    // (Computing by the rule's own bar above: running or waiting for a CPU ≥ 60% of
+    // the time; the rest is the gaps a full queue's dropped handshakes leave it.)
     let one_cpu = ups
         .iter()
-        .filter(|p| c.worker_load_pct(p) >= 90.0)
+        .filter(|p| c.worker_load_pct(p) >= 60.0)
         .max_by(|a, b| c.worker_load_pct(a).total_cmp(&c.worker_load_pct(b)));
     if cpu_bound {
         f.title
