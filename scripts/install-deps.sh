@@ -32,6 +32,8 @@ if [ "$what" = test ] || [ "$what" = demo ]; then
   [ -x /usr/sbin/apache2 ] || need+=(apache2)
   [ -x /usr/sbin/haproxy ] || need+=(haproxy)
 fi
+# python3: the ray companion, and the lab's single-threaded upstream (http.server).
+[ "$what" = demo ] && want python3 python3
 if [ "$what" = test ] || [ "$what" = ray ]; then
   want python3 python3
   python3 -c 'import venv, ensurepip' >/dev/null 2>&1 || need+=(python3-venv)

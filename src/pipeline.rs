@@ -31,7 +31,29 @@ pub struct Job<'a> {
     /// `--start-at`: the first request is due at this time (seconds since the Unix
     /// epoch), so segments on several machines start together.
     pub start_at: Option<f64>,
+    /// Whether short probes may run after the load when its evidence admits several
+    /// causes (`--probe`, `--no-probe`).
+    pub probe: Probing,
 }
+
+/// When probes run.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Probing {
+    /// Never (`--no-probe`; the default under `--slo`, `-n`, `-R`, a segment).
+    Off,
+    /// When one run's evidence admits several causes: the rate could be the load's
+    /// concurrency or a limit inside the server (`concurrency-bound` found).
+    WhenUnsure,
+}
+
+/// A probe's length as a share of the load's, and its bounds: short enough to cost
+/// little (two probes add at most 30% and 6 s to a run), long enough for a few dozen
+/// requests of 50 ms at 1 connection.
+const PROBE_SHARE: f64 = 0.15;
+const PROBE_MIN_S: f64 = 0.5;
+const PROBE_MAX_S: f64 = 3.0;
+/// The second probe's connections, as a multiple of the load's.
+const PROBE_MORE: u32 = 4;
 
 /// Runs the load with the watch around it and returns the diagnosed Run. `stop` ends
 /// the load early (Ctrl-C); the Run still holds what was measured.
@@ -64,7 +86,14 @@ pub fn measure(
         wait_until(at, &stop);
     }
     let started_unix_s = unix_now();
-    let outcome = engine::run(job.spec, job.target, job.addr, job.body, stop, progress);
+    let outcome = engine::run(
+        job.spec,
+        job.target,
+        job.addr,
+        job.body,
+        stop.clone(),
+        progress,
+    );
     // The watch ends even when the load failed, so its thread never outlives the run.
     let (evidence, lost) = match watch.map(|w| w.finish(started_unix_s)) {
         Some((e, lost)) => (Some(e), lost),
@@ -88,9 +117,94 @@ pub fn measure(
         merged: None,
         objectives: Vec::new(),
         trust: None,
+        probes: Vec::new(),
+        path: None,
     };
     run.findings = crate::diagnose::diagnose(&run);
+    if job.probe == Probing::WhenUnsure && !stop.load(Ordering::Relaxed) && unsure(&run) {
+        run.probes = probes(job, run.results.latency.mean_us / 1e6, &stop, progress)?;
+        run.findings = crate::diagnose::diagnose(&run);
+    }
+    run.path = crate::diagnose::request_path(&run);
     Ok(run)
+}
+
+/// Whether one run's evidence admits several causes: the rate could be the load's
+/// concurrency or a limit inside the server (`concurrency-bound` found), or a closed
+/// loop found no bottleneck at all (a pool's queue inside a process shows in no
+/// counter; a load shorter than a few latencies misses Little's law).
+fn unsure(run: &Run) -> bool {
+    let closed = run.spec.rate.is_none() && run.results.responses > 0;
+    // Findings that explain a latency (a wait for a CPU, a stall) but not a rate that
+    // stays put: beside them the latency could still be a queue for a pool.
+    const LATENCY_ONLY: &[&str] = &["run-queue-delay", "event-loop-stall", "nagle-delayed-ack"];
+    run.findings.iter().any(|f| f.id == "concurrency-bound")
+        || (closed
+            && run.evidence.is_some()
+            && !run.findings.iter().any(|f| {
+                f.kind == crate::run::Kind::Bottleneck && !LATENCY_ONLY.contains(&f.id.as_str())
+            }))
+}
+
+/// Short loads after the main one (not watched): at 1 connection (the unloaded service
+/// time) and at [`PROBE_MORE`] × the connections (does the rate grow?). Each runs
+/// [`PROBE_SHARE`] of the load's length within its bounds.
+fn probes(
+    job: &Job,
+    latency_s: f64,
+    stop: &Arc<AtomicBool>,
+    progress: &mut dyn Progress,
+) -> anyhow::Result<Vec<crate::run::Probe>> {
+    // The requests the load left in flight are still queued in the server (a pool's
+    // queue runs them after their clients have gone): the probe waits for them, two of
+    // the load's latencies, or its first requests would wait behind them.
+    let drain = Instant::now() + Duration::from_secs_f64((2.0 * latency_s).min(PROBE_MAX_S));
+    while Instant::now() < drain && !stop.load(Ordering::Relaxed) {
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    // Long enough for a few requests at 1 connection: three of the load's latencies
+    // (which bound the unloaded one), within the bounds.
+    let d = job.spec.duration_s.unwrap_or(PROBE_MIN_S / PROBE_SHARE);
+    let secs = (d * PROBE_SHARE)
+        .max(3.0 * latency_s)
+        .clamp(PROBE_MIN_S, PROBE_MAX_S);
+    let more = job.spec.connections.saturating_mul(PROBE_MORE).max(2);
+    let mut out = Vec::new();
+    for (i, c) in [1, more].into_iter().enumerate() {
+        if stop.load(Ordering::Relaxed) {
+            break;
+        }
+        let mut spec = job.spec.clone();
+        spec.connections = c;
+        spec.threads = spec.threads.min(c).max(1);
+        spec.duration_s = Some(secs);
+        spec.requests = None;
+        progress.phase(&format!(
+            "probe {} of 2: {c} connections, {secs:.1}s",
+            i + 1
+        ));
+        let o = engine::run(
+            &spec,
+            job.target,
+            job.addr,
+            job.body,
+            stop.clone(),
+            progress,
+        );
+        progress.phase("");
+        let r = o?.results;
+        out.push(crate::run::Probe {
+            connections: c,
+            duration_s: r.duration_s,
+            responses: r.responses,
+            failed: r.errors.total() + r.non_2xx_3xx,
+            requests_per_s: r.requests_per_s,
+            mean_ms: r.latency.mean_us / 1e3,
+            p50_ms: r.latency.at(50.0).unwrap_or(0) as f64 / 1e3,
+            ttfb_ms: r.phases.as_ref().map(|p| p.ttfb.mean_us / 1e3),
+        });
+    }
+    Ok(out)
 }
 
 /// The watch around one load: on this machine, or on the server's over a session.

@@ -687,7 +687,7 @@ _loadlens() {
             return 0
             ;;
         loadlens__subcmd__lab__subcmd__run)
-            opts="-d -v -q -h -V --fix --duration --keep --verbose --json-dir --quiet --no-profile --no-offcpu --watch-ssh --help --version"
+            opts="-d -v -q -h -V --fix --duration --keep --verbose --json-dir --quiet --no-profile --no-offcpu --watch-ssh --param --help --version"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 3 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -702,6 +702,10 @@ _loadlens() {
                     return 0
                     ;;
                 --json-dir)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --param)
                     COMPREPLY=($(compgen -f "${cur}"))
                     return 0
                     ;;
@@ -821,7 +825,7 @@ _loadlens() {
             return 0
             ;;
         loadlens__subcmd__run)
-            opts="-c -t -d -n -R -q -H -X -m -k -h -V --connections --threads --duration --requests --connreqs --rate --targets --seed --sequential --replay --speed --latency --json --flamegraph --html --quiet --repeat --pause --segment --start-at --slo --judge-untrusted --junit --summary-md --hdr-log --openmetrics --ray --clients --ray-timeout --server-node-resource --header --method --body --body-file --timeout --insecure --h2 --h1 --max-concurrent-streams --io --no-watch --watch --ssh-command --sample --server-pid --server-name --profile --profile-hz --no-offcpu --help --version"
+            opts="-c -t -d -n -R -q -H -X -m -k -h -V --connections --threads --duration --requests --connreqs --rate --targets --seed --sequential --replay --speed --latency --json --flamegraph --html --quiet --repeat --pause --segment --start-at --probe --no-probe --slo --judge-untrusted --junit --summary-md --hdr-log --openmetrics --ray --clients --ray-timeout --server-node-resource --header --method --body --body-file --timeout --insecure --h2 --h1 --max-concurrent-streams --io --no-watch --watch --ssh-command --sample --server-pid --server-name --profile --profile-hz --no-offcpu --help --version"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0

@@ -83,6 +83,8 @@ complete -c loadlens -n "__fish_loadlens_using_subcommand run" -l profile-hz -d 
 complete -c loadlens -n "__fish_loadlens_using_subcommand run" -l sequential -d 'Send --targets in the file\'s order, round robin (weights above 0 ignored)'
 complete -c loadlens -n "__fish_loadlens_using_subcommand run" -l latency -d 'Print the latency percentiles, status codes and connection details'
 complete -c loadlens -n "__fish_loadlens_using_subcommand run" -s q -l quiet -d 'Print nothing but errors (the JSON, if asked for, is still written)'
+complete -c loadlens -n "__fish_loadlens_using_subcommand run" -l probe -d 'Probe when one run cannot tell causes apart (the rate could be the load\'s concurrency or a limit inside the server): short loads after the run at 1 connection and at 4× the connections, each 15% of the run (0.5-3 s), kept in the Run and cited in the findings. On by default, except under --slo, -n, -R and --segment, where this asks for it'
+complete -c loadlens -n "__fish_loadlens_using_subcommand run" -l no-probe -d 'Never probe: send nothing beyond the load asked for'
 complete -c loadlens -n "__fish_loadlens_using_subcommand run" -l judge-untrusted -d 'Judge the objectives even when the evidence cannot be trusted (a shared runner whose other jobs the gate would refuse): exit 1 or 0 by the objectives instead of 3, with the reason still said on stderr, in the Run and in every view (its JUnit evidence testcase skipped, not an error)'
 complete -c loadlens -n "__fish_loadlens_using_subcommand run" -s k -l insecure -d 'Do not verify the server\'s TLS certificate'
 complete -c loadlens -n "__fish_loadlens_using_subcommand run" -l h2 -d 'Speak HTTP/2: with prior knowledge over cleartext http:// (h2c), by ALPN `h2` over https:// (which already prefers HTTP/2 when the server offers it)'
@@ -208,6 +210,7 @@ complete -c loadlens -n "__fish_loadlens_using_subcommand lab; and __fish_seen_s
 complete -c loadlens -n "__fish_loadlens_using_subcommand lab; and __fish_seen_subcommand_from list" -s V -l version -d 'Print version'
 complete -c loadlens -n "__fish_loadlens_using_subcommand lab; and __fish_seen_subcommand_from run" -s d -l duration -d 'Length of each load run' -r
 complete -c loadlens -n "__fish_loadlens_using_subcommand lab; and __fish_seen_subcommand_from run" -l json-dir -d 'Save each Run as DIR/<scenario>-before.json and -after.json' -r -F
+complete -c loadlens -n "__fish_loadlens_using_subcommand lab; and __fish_seen_subcommand_from run" -l param -d 'A parameter of the scenario\'s fault, e.g. `--param threads=2` (thread-pool); each scenario takes its own, within the range where its fault is decisive (`loadlens lab list`). Repeatable' -r
 complete -c loadlens -n "__fish_loadlens_using_subcommand lab; and __fish_seen_subcommand_from run" -l fix -d 'Apply the fix and run again: before/after table'
 complete -c loadlens -n "__fish_loadlens_using_subcommand lab; and __fish_seen_subcommand_from run" -l keep -d 'Keep the world after each run until Enter is pressed'
 complete -c loadlens -n "__fish_loadlens_using_subcommand lab; and __fish_seen_subcommand_from run" -s v -l verbose -d 'Show the ip/tc/sysctl commands that build the world'

@@ -62,6 +62,18 @@ pub struct LabRunArgs {
     /// namespace.
     #[arg(long)]
     watch_ssh: bool,
+    /// A parameter of the scenario's fault, e.g. `--param threads=2` (thread-pool);
+    /// each scenario takes its own, within the range where its fault is decisive
+    /// (`loadlens lab list`). Repeatable.
+    #[arg(long, value_name = "KEY=VALUE", value_parser = parse_param)]
+    param: Vec<(String, String)>,
+}
+
+fn parse_param(s: &str) -> Result<(String, String), String> {
+    match s.split_once('=') {
+        Some((k, v)) if !k.is_empty() && !v.is_empty() => Ok((k.to_string(), v.to_string())),
+        _ => Err(format!("`{s}`: want KEY=VALUE, e.g. threads=2")),
+    }
 }
 
 pub fn cmd(c: LabCommand) -> anyhow::Result<ExitCode> {
@@ -80,6 +92,7 @@ pub fn cmd(c: LabCommand) -> anyhow::Result<ExitCode> {
                 profile: !a.no_profile,
                 offcpu: !a.no_offcpu,
                 watch_ssh: a.watch_ssh,
+                params: a.param,
             };
             let sc = lab::find(&a.name)?;
             if let Some(dir) = &opts.json_dir {

@@ -63,4 +63,14 @@ impl Progress for LiveLine {
         ));
         b.tick();
     }
+
+    fn phase(&mut self, what: &str) {
+        if let Some(b) = &self.bar {
+            b.set_prefix(if what.is_empty() {
+                String::new()
+            } else {
+                format!("{what}  ")
+            });
+        }
+    }
 }

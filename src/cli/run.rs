@@ -75,6 +75,16 @@ pub struct RunArgs {
     /// start the load then, so segments on several machines start together.
     #[arg(long, value_name = "UNIX_TIME", allow_hyphen_values = true)]
     pub(super) start_at: Option<f64>,
+    /// Probe when one run cannot tell causes apart (the rate could be the load's
+    /// concurrency or a limit inside the server): short loads after the run at 1
+    /// connection and at 4× the connections, each 15% of the run (0.5-3 s), kept in the
+    /// Run and cited in the findings. On by default, except under --slo, -n, -R and
+    /// --segment, where this asks for it.
+    #[arg(long, conflicts_with = "no_probe")]
+    pub(super) probe: bool,
+    /// Never probe: send nothing beyond the load asked for.
+    #[arg(long)]
+    pub(super) no_probe: bool,
     #[command(flatten)]
     pub(super) ci: super::ci::CiFlags,
     #[command(flatten)]
@@ -233,6 +243,7 @@ pub fn cmd(mut a: RunArgs) -> anyhow::Result<ExitCode> {
         watch: a.load.watch(addr),
         remote: remote.as_ref(),
         start_at: a.start_at,
+        probe: probing(&a, &spec),
     };
     let bar = progress.bar();
     let repeat = a.repeat;
@@ -269,6 +280,24 @@ pub fn cmd(mut a: RunArgs) -> anyhow::Result<ExitCode> {
         }
     }
     a.ci.finish(&run)
+}
+
+/// Whether this run may probe: `--probe` asks, `--no-probe` refuses; by default a
+/// closed loop bounded by time probes, and a load that asked for a count, a rate,
+/// objectives or a share does not (its requests are what was asked for).
+fn probing(a: &RunArgs, spec: &Spec) -> pipeline::Probing {
+    // A replay sends the log's requests at their times: nothing else.
+    let replay = spec.mix.as_ref().is_some_and(|m| m.replay.is_some());
+    let asked_exactly = a.ci.slo.is_some()
+        || spec.requests.is_some()
+        || spec.rate.is_some()
+        || a.segment.is_some()
+        || replay;
+    if a.no_probe || a.load.no_watch || (asked_exactly && !a.probe) {
+        pipeline::Probing::Off
+    } else {
+        pipeline::Probing::WhenUnsure
+    }
 }
 
 /// How long a remote watch may live at most: the loads with their pauses and ten

@@ -230,6 +230,7 @@ pub fn cmd(a: SweepArgs) -> anyhow::Result<ExitCode> {
             watch: a.load.watch(addr),
             remote: remote.as_ref(),
             start_at: None,
+            probe: pipeline::Probing::Off,
         };
         pipeline::measure_repeated(
             &job,

@@ -25,6 +25,8 @@ pub enum Knob {
     Reuseport,
     /// Keeping client connections open between requests.
     KeepAlive,
+    /// The pool of threads or processes that each serve one request at a time.
+    Pool,
 }
 
 /// A knob in `kind`'s own terms: the fix phrase, and the directive whose current value
@@ -63,6 +65,10 @@ fn entry(kind: ServerKind, knob: Knob) -> Option<(&'static str, Option<&'static 
         (Envoy, Connections) => ("the listener's connection limit (overload manager `downstream_connections`, cluster `circuit_breakers`)", None),
         (Envoy, Backlog) => ("the listener's `tcp_backlog_size`", None),
         (Caddy, Workers) => ("`GOMAXPROCS` (Caddy's threads)", None),
+        (PhpFpm, Pool) => ("`pm.max_children` in the pool (each child serves one request at a time)", None),
+        (Apache, Pool) => ("`MaxRequestWorkers` (with `ServerLimit` × `ThreadsPerChild` at least as high)", Some("MaxRequestWorkers")),
+        (Java, Pool) => ("the request thread pool: `maxThreads` on Tomcat's Connector (Jetty's `QueuedThreadPool` `maxThreads`, Spring Boot's `server.tomcat.threads.max`, the HttpServer executor's size)", None),
+        (Java, Workers) => ("the request thread pool's `maxThreads`", None),
         (PhpFpm, Workers | Connections) => ("`pm.max_children` in the pool", None),
         (PhpFpm, Backlog) => ("`listen.backlog` in the pool", None),
         (PhpFpm, OpenFiles) => ("`rlimit_files` in php-fpm.conf", None),

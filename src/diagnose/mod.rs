@@ -14,6 +14,7 @@ pub mod catalog;
 mod ctx;
 pub mod explain;
 mod kinds;
+pub mod path;
 mod rules;
 
 pub(crate) use ctx::Ctx;
@@ -25,6 +26,12 @@ pub use explain::explain;
 /// The id of every finding a rule can make, in the order the rules run.
 pub fn rule_ids() -> impl Iterator<Item = &'static str> {
     rules::ALL.iter().map(|r| r.id)
+}
+
+/// Where the requests' time went along their path (the model in [`path`]), with the
+/// finding that explains its bottleneck tier; `None` when the server was not watched.
+pub fn request_path(run: &Run) -> Option<crate::run::RequestPath> {
+    path::model(&Ctx::new(run))
 }
 
 /// Findings for a Run, ranked.
@@ -97,7 +104,160 @@ pub fn diagnose(run: &Run) -> Vec<Finding> {
         }
     }
     rank(&mut found);
+    one_bottleneck(&mut found, path::model(&ctx).as_ref(), run);
+    rank(&mut found);
+    name_the_endpoint(&mut found, run);
     found
+}
+
+/// An endpoint of a mix takes this share of the requests' total time, and each of its
+/// requests this many times the others' mean, for the bottleneck to be its requests'.
+const ENDPOINT_SHARE: f64 = 0.5;
+const ENDPOINT_SLOWER: f64 = 3.0;
+
+/// A mix's bottleneck names the endpoint whose requests wait in it: the one that took
+/// most of the requests' time, each of its requests far slower than the rest's.
+fn name_the_endpoint(found: &mut [Finding], run: &Run) {
+    let eps = &run.results.endpoints;
+    if eps.len() < 2 {
+        return;
+    }
+    let total: f64 = eps.iter().map(|e| e.total_us()).sum();
+    let Some(slow) = eps
+        .iter()
+        .max_by(|a, b| a.total_us().total_cmp(&b.total_us()))
+    else {
+        return;
+    };
+    let (rest_n, rest_us) = eps
+        .iter()
+        .filter(|e| e.name != slow.name)
+        .fold((0u64, 0.0), |(n, t), e| {
+            (n + e.latency.count, t + e.total_us())
+        });
+    let rest_mean = rest_us / rest_n.max(1) as f64;
+    let share = slow.total_us() / total.max(1e-9);
+    if share < ENDPOINT_SHARE || slow.latency.mean_us < ENDPOINT_SLOWER * rest_mean {
+        return;
+    }
+    let Some(f) = found
+        .iter_mut()
+        .find(|f| f.kind == Kind::Bottleneck && f.id != "client-saturated")
+    else {
+        return;
+    };
+    f.title.push_str(&format!(
+        " — the requests of `{}` ({:.1}% of the requests' time)",
+        slow.name,
+        100.0 * share
+    ));
+    f.evidence.push(fact(
+        &format!("{}: share of the requests' time", slow.name),
+        (1000.0 * share).round() / 10.0,
+        "%",
+    ));
+    f.evidence.push(fact(
+        &format!("{}: mean latency", slow.name),
+        slow.latency.mean_us / 1e3,
+        "ms",
+    ));
+    f.explanation.push_str(&format!(
+        " Of the mix's endpoints, `{}` waited here: its requests took {:.1} ms each against {:.1} ms for the others', {:.1}% of all the requests' time.",
+        slow.name,
+        slow.latency.mean_us / 1e3,
+        rest_mean / 1e3,
+        100.0 * share
+    ));
+}
+
+/// Findings that follow from a limit in the tier behind them: the queue in front of
+/// a saturated tier and its overflow, the connections the front opens and retries
+/// while it waits. Beside a bottleneck they are its consequences, whatever their own
+/// confidence.
+const QUEUE_CONSEQUENCES: &[(&str, &str)] = &[
+    ("upstream-saturated", "the requests the upstream's pool could not take waited in its accept queue"),
+    ("listen-queue-overflow", "the requests the saturated tier could not take queued in front of it until its accept queue overflowed"),
+    ("syn-queue-overflow", "the handshakes of connections retried after the accept queue's drops filled the SYN queue"),
+    ("time-wait-connect-cost", "each request the front passed to the slow tier on a new connection left a TIME_WAIT socket, and connect() searched past them"),
+    ("ephemeral-ports-exhausted", "the front opened a connection per request to the slow tier faster than TIME_WAIT freed its ports"),
+    ("retransmits", "the handshakes dropped by the full queue were retransmitted"),
+    ("event-loop-stall", "the front's workers waited on the slow tier"),
+];
+
+/// At most one bottleneck per run: the path's bottleneck tier chooses it among the
+/// bottlenecks found (else the first ranked); every other bottleneck becomes a
+/// consequence of it ("because of …", info) when the model or the pairwise table makes
+/// it one, and otherwise a warning beside it — two independent limits need each its
+/// own proof, which one run's findings do not give.
+fn one_bottleneck(found: &mut [Finding], model: Option<&crate::run::RequestPath>, run: &Run) {
+    let ups: Vec<String> = run
+        .evidence
+        .iter()
+        .flat_map(|e| e.topology.upstream_listeners.iter().map(|l| l.addr.clone()))
+        .collect();
+    let bottlenecks: Vec<usize> = (0..found.len())
+        .filter(|&i| found[i].kind == Kind::Bottleneck)
+        .collect();
+    let Some(&first) = bottlenecks.first() else {
+        return;
+    };
+    let tier = model.and_then(|m| m.bottleneck.as_deref());
+    let main = tier
+        .and_then(|t| {
+            let in_tier = |i: &usize| path::finding_tier(&found[*i], &ups) == Some(t);
+            let symptom = |i: &usize| QUEUE_CONSEQUENCES.iter().any(|(id, _)| *id == found[*i].id);
+            // A cause in the tier before a symptom of it (its queue's overflow); the
+            // upstream's queue before the overflow it makes.
+            let queue = |i: &usize| found[*i].id == "upstream-saturated";
+            (bottlenecks.iter().find(|i| in_tier(i) && !symptom(i)))
+                .or_else(|| bottlenecks.iter().find(|i| in_tier(i) && queue(i)))
+                .or_else(|| bottlenecks.iter().find(|i| in_tier(i)))
+                .copied()
+        })
+        .unwrap_or(first);
+    let cause = found[main].id.clone();
+    // A queue in front of the bottleneck tier: the drops' retries (a warning of their
+    // own) are its consequences too.
+    let queued = model.is_some_and(|m| {
+        m.tiers
+            .iter()
+            .any(|t| Some(t.role.as_str()) == m.bottleneck.as_deref() && t.waiting >= 1.0)
+    });
+    if queued && path::finding_tier(&found[main], &ups) == tier {
+        for f in found.iter_mut().filter(|f| f.kind == Kind::Warning) {
+            if let Some((_, why)) = QUEUE_CONSEQUENCES.iter().find(|(id, _)| *id == f.id) {
+                f.kind = Kind::Info;
+                f.explanation
+                    .push_str(&format!(" Because of {cause} (above): {why}."));
+            }
+        }
+    }
+    // A limit with evidence of its own the cause cannot produce (the pairwise table's
+    // `unless`: bodies ~40 ms after their heads, a worker seen blocked) stands beside it.
+    let independent = |f: &Finding| {
+        rules::EXPLAINS
+            .iter()
+            .any(|e| e.cause == cause && e.consequence == f.id && e.unless.is_some_and(|u| u(f)))
+    };
+    for i in bottlenecks.into_iter().filter(|&i| i != main) {
+        let f = &mut found[i];
+        if independent(f) {
+            continue;
+        }
+        match QUEUE_CONSEQUENCES.iter().find(|(id, _)| *id == f.id) {
+            Some((_, why)) => {
+                f.kind = Kind::Info;
+                f.explanation
+                    .push_str(&format!(" Because of {cause} (above): {why}."));
+            }
+            None => {
+                f.kind = Kind::Warning;
+                f.explanation.push_str(&format!(
+                    " Beside {cause} (above), the bottleneck of this run; a second limit would need evidence of its own that {cause} cannot explain."
+                ));
+            }
+        }
+    }
 }
 
 /// Demotes each consequence whose cause was found as a bottleneck ([`rules::EXPLAINS`])
@@ -302,6 +462,38 @@ mod tests {
         if let Some(k) = kind_of(&found, "time-wait-connect-cost") {
             assert_eq!(k, Kind::Info);
         }
+    }
+
+    /// A mix where one endpoint is slow behind a saturated upstream: the bottleneck
+    /// names it; with the endpoints alike, it names none.
+    #[test]
+    fn a_mix_names_the_endpoint_that_waits() {
+        use crate::run::test_endpoint;
+        let mut run = fixture("php-fpm-children-before");
+        run.results.endpoints = vec![
+            test_endpoint("GET /static", &[400; 900]),
+            test_endpoint("GET /api", &[90_000; 100]),
+        ];
+        let found = diagnose(&run);
+        assert_eq!(found[0].id, "upstream-saturated", "{:?}", ids(&found));
+        assert!(found[0].title.contains("`GET /api`"), "{}", found[0].title);
+        run.results.endpoints = vec![
+            test_endpoint("GET /a", &[9_000; 500]),
+            test_endpoint("GET /b", &[10_000; 500]),
+        ];
+        let found = diagnose(&run);
+        assert!(!found[0].title.contains("`GET /"), "{}", found[0].title);
+    }
+
+    /// Several bottlenecks of one cause: the single-threaded upstream's recording has
+    /// its queue's overflow beside its saturation; one bottleneck stays, the overflow
+    /// is its consequence.
+    #[test]
+    fn one_bottleneck_with_its_consequences_beneath() {
+        let run = fixture("php-fpm-children-before");
+        let found = diagnose(&run);
+        let n = found.iter().filter(|f| f.kind == Kind::Bottleneck).count();
+        assert!(n <= 1, "{:?}", ids(&found));
     }
 
     fn ids(found: &[Finding]) -> Vec<(&str, Kind)> {

@@ -45,6 +45,9 @@ pub const SATURATED_BUSY_PCT: f64 = 90.0;
 /// Receives the engine's progress about once a second (for a live status line).
 pub trait Progress {
     fn update(&mut self, elapsed: Duration, responses: u64, errors: u64);
+    /// What is running now when it is not the load itself (a probe), for the line's
+    /// prefix; empty for the load.
+    fn phase(&mut self, _what: &str) {}
 }
 
 /// No progress reporting.

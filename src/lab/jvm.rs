@@ -7,6 +7,13 @@
 /// The source of `Up.java`: `sleep_ms` then `body` bytes, on `HOST PORT` (its
 /// arguments), with 64 threads.
 pub fn up_java(sleep_ms: u32, body: usize) -> String {
+    up_java_pool(sleep_ms, body, 64)
+}
+
+/// [`up_java`] with a pool of `threads` request threads (a servlet container's
+/// `maxThreads`): requests beyond them wait in the executor's queue, inside the JVM,
+/// with every thread asleep and the CPUs idle.
+pub fn up_java_pool(sleep_ms: u32, body: usize, threads: u32) -> String {
     format!(
         r#"
 import com.sun.net.httpserver.*;
@@ -23,7 +30,7 @@ public class Up {{
             x.getResponseBody().write(body);
             x.close();
         }});
-        s.setExecutor(java.util.concurrent.Executors.newFixedThreadPool(64));
+        s.setExecutor(java.util.concurrent.Executors.newFixedThreadPool({threads}));
         s.start();
     }}
 }}

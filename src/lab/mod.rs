@@ -5,6 +5,7 @@
 
 pub mod jvm;
 pub mod other_servers;
+pub mod path_scenarios;
 pub mod scenario;
 pub mod scenarios;
 pub mod servers;
@@ -48,6 +49,9 @@ pub struct LabOptions {
     /// Watch the server namespace over ssh, through an sshd of the world's own
     /// (`--watch-ssh`), instead of from the client's.
     pub watch_ssh: bool,
+    /// `--param KEY=VALUE`: the fault's parameters (a scenario with a range, e.g.
+    /// `thread-pool`'s `threads`), the same before and after the fix.
+    pub params: Vec<(String, String)>,
 }
 
 /// What a lab run produced.
@@ -83,6 +87,11 @@ fn run_once(
     stop: &AtomicBool,
 ) -> anyhow::Result<Run> {
     let mut w = World::new(sc.name, opts.verbose)?;
+    w.params = opts
+        .params
+        .iter()
+        .map(|(k, v)| (k.clone(), v.clone(), false))
+        .collect();
     let setup = (sc.build)(&mut w, fixed).with_context(|| {
         format!(
             "building scenario {} ({})",
@@ -90,6 +99,12 @@ fn run_once(
             if fixed { "fixed" } else { "fault" }
         )
     })?;
+    if let Some(p) = w.unread_params().first() {
+        bail!(
+            "scenario {} has no parameter `{p}` (see `loadlens lab list` for each scenario's parameters)",
+            sc.name
+        );
+    }
     let remote = if opts.watch_ssh {
         ssh::serve(&mut w)?
     } else {

@@ -447,6 +447,7 @@ pub fn all() -> Vec<Scenario> {
     .into_iter()
     .chain(super::other_servers::scenarios())
     .chain(super::time_scenarios::scenarios())
+    .chain(super::path_scenarios::scenarios())
     .collect()
 }
 

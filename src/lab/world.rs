@@ -33,9 +33,46 @@ pub struct World {
     /// Processes started by [`World::spawn`] from now on join this CPU cgroup (its
     /// `cgroup.procs`).
     pub spawn_cgroup: Option<PathBuf>,
+    /// `lab run NAME --param KEY=VALUE`: the fault's parameters asked for, each marked
+    /// when the scenario reads it (an unread one is refused after the build).
+    pub params: Vec<(String, String, bool)>,
 }
 
 impl World {
+    /// The scenario's parameter `name` (`--param name=N`), `default` when not given;
+    /// refused outside `range`, the range where the scenario's fault is decisive.
+    pub fn param(
+        &mut self,
+        name: &str,
+        default: u32,
+        range: std::ops::RangeInclusive<u32>,
+    ) -> anyhow::Result<u32> {
+        let Some(p) = self.params.iter_mut().find(|p| p.0 == name) else {
+            return Ok(default);
+        };
+        p.2 = true;
+        let v: u32 = p.1.parse().map_err(|_| {
+            anyhow::anyhow!("--param {name}={}: not a whole number (the fault is decisive for {name} in {}..={})", p.1, range.start(), range.end())
+        })?;
+        if !range.contains(&v) {
+            bail!(
+                "--param {name}={v}: outside {}..={}, the range where this scenario's fault is decisive",
+                range.start(),
+                range.end()
+            );
+        }
+        Ok(v)
+    }
+
+    /// The parameters given that the scenario did not read.
+    pub fn unread_params(&self) -> Vec<String> {
+        self.params
+            .iter()
+            .filter(|p| !p.2)
+            .map(|p| p.0.clone())
+            .collect()
+    }
+
     /// Removes stale worlds, then makes an empty one for `scenario`.
     pub fn new(scenario: &str, verbose: bool) -> anyhow::Result<World> {
         if unsafe { libc::geteuid() } != 0 {
@@ -62,6 +99,7 @@ impl World {
             children: Vec::new(),
             cgroups: Vec::new(),
             spawn_cgroup: None,
+            params: Vec::new(),
         })
     }
 

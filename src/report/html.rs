@@ -124,6 +124,7 @@ pub fn page(run: &Run) -> String {
     o.push_str("</div>");
     objectives(&mut o, run);
     findings(&mut o, run);
+    super::path::html(&mut o, run);
     super::endpoints::html(&mut o, run);
     timeline(&mut o, run);
     time::slices(&mut o, run);

@@ -24,6 +24,7 @@ pub mod junit;
 pub mod markdown;
 pub mod objectives;
 pub mod openmetrics;
+pub mod path;
 pub mod profile;
 pub mod repeat;
 pub mod sweep;

@@ -201,6 +201,7 @@ pub fn render(run: &Run, latency: bool) -> String {
         o.push_str(&super::profile::render(e));
         o.push_str(&super::time::render(e));
     }
+    o.push_str(&super::path::render(run));
     // Without the watch only client-side findings can exist; say nothing when none did.
     if run.evidence.is_some() || !run.findings.is_empty() {
         o.push_str(&super::findings::render(&run.findings));

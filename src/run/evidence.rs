@@ -237,6 +237,11 @@ pub struct Sample {
     /// Load average (1 min) and runnable tasks.
     pub load1: Option<f64>,
     pub runnable: Option<u64>,
+    /// Established TCP connections on the upstreams' listening ports (the front's
+    /// requests in them), when upstream listeners were watched and read at this sample
+    /// (the connections are read about once a second).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub upstream_connections: Option<u32>,
 }
 
 /// Deltas over exactly the load window.

@@ -20,6 +20,7 @@ mod finding;
 mod load;
 mod logs;
 mod offcpu;
+mod path;
 mod profile;
 mod repeat;
 mod segment;
@@ -50,6 +51,7 @@ pub use load::{
 };
 pub use logs::{LogClass, ServerLog};
 pub use offcpu::{OffClass, OffCpu, OffProcess, OffStall, OffWait, STALL_MS};
+pub use path::{PathTier, Probe, RequestPath};
 pub use profile::{split_frame, Profile, Stack, Top, TopFunction, KERNEL_SUFFIX};
 pub use repeat::Repetition;
 pub use segment::{Merged, Segment, SegmentPart};
@@ -112,6 +114,15 @@ pub struct Run {
     /// before them). Absent when no objective was given.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub trust: Option<Trust>,
+    /// Short loads run beside this one to test the diagnosis (`--probe`, on by default
+    /// for a closed loop when one run's evidence admits several causes): at 1
+    /// connection, at more. Empty when none ran.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub probes: Vec<Probe>,
+    /// Where the requests' time went along their path (the diagnosis's model); absent
+    /// when the server was not watched.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub path: Option<RequestPath>,
 }
 
 impl Run {

@@ -185,6 +185,8 @@ pub enum ServerKind {
     Envoy,
     Caddy,
     Node,
+    /// A JVM (Tomcat, Jetty, the JDK's HttpServer…), from the `java` executable.
+    Java,
     #[default]
     Unknown,
 }
@@ -203,6 +205,7 @@ impl ServerKind {
             _ if n.starts_with("envoy") => ServerKind::Envoy,
             _ if n.starts_with("caddy") => ServerKind::Caddy,
             "node" | "nodejs" => ServerKind::Node,
+            "java" => ServerKind::Java,
             _ => ServerKind::Unknown,
         }
     }
@@ -222,6 +225,7 @@ impl ServerKind {
             ServerKind::Envoy => "Envoy",
             ServerKind::Caddy => "Caddy",
             ServerKind::Node => "Node.js",
+            ServerKind::Java => "the JVM",
             ServerKind::Unknown => "the server",
         }
     }

@@ -158,6 +158,24 @@ impl Diag {
         Ok(out)
     }
 
+    /// How many established TCP connections have local `port` (a count only: no
+    /// socket's details are asked for). The connections on an upstream's port are the
+    /// requests the front has in it (without upstream keep-alive, one per request).
+    pub fn tcp_established_count(&mut self, port: u16, listeners: &[Listener]) -> io::Result<u32> {
+        let mut n = 0;
+        for family in families_accepting(listeners) {
+            let req = tcp_dump(family, StateFlags::ESTABLISHED, ExtensionFlags::empty());
+            self.dump(req, |m| {
+                if let SockDiagMessage::InetResponse(r) = m {
+                    if r.header.socket_id.source_port == port {
+                        n += 1;
+                    }
+                }
+            })?;
+        }
+        Ok(n)
+    }
+
     /// Unix stream listeners (with a path or an abstract name).
     pub fn unix_listeners(&mut self) -> io::Result<Vec<Listener>> {
         let mut out = Vec::new();

@@ -247,6 +247,7 @@ impl Reader {
             cpu_pressure_avg10: b.psi.map(|p| p.0),
             load1: b.load.map(|l| l.0),
             runnable: b.load.map(|l| l.1),
+            upstream_connections: b.upstream_conns,
         }
     }
 

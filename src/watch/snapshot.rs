@@ -34,6 +34,9 @@ pub(super) struct Snapshot {
     pub(super) procs: BTreeMap<i32, ProcSnap>,
     pub(super) listeners: Vec<Listener>,
     pub(super) conns: Option<ConnSnap>,
+    /// Established connections on the upstreams' TCP ports (read with the
+    /// connections, every [`CONNS_EVERY`]): the requests the front has in them.
+    pub(super) upstream_conns: Option<u32>,
 }
 
 /// The server's connections at one moment: medians of their gauges, and their
@@ -226,14 +229,22 @@ impl Reader {
                     self.conns_at = Some(now);
                 }
             }
+            let mut in_upstreams = None;
             for port in &self.upstream_ports {
                 if let Ok(ls) = d.tcp_listeners(Some(*port)) {
-                    s.listeners.extend(
-                        ls.into_iter()
-                            .filter(|l| self.upstream_inodes.contains(&l.inode)),
-                    );
+                    let ls: Vec<Listener> = ls
+                        .into_iter()
+                        .filter(|l| self.upstream_inodes.contains(&l.inode))
+                        .collect();
+                    if due && !ls.is_empty() {
+                        if let Ok(n) = d.tcp_established_count(*port, &ls) {
+                            *in_upstreams.get_or_insert(0) += n;
+                        }
+                    }
+                    s.listeners.extend(ls);
                 }
             }
+            s.upstream_conns = in_upstreams;
             if !self.unix_inodes.is_empty() {
                 if let Ok(us) = d.unix_listeners() {
                     s.listeners.extend(

@@ -155,9 +155,21 @@ pub(super) fn concurrency_bound(c: &Ctx) -> Option<Finding> {
     if !(0.75..=1.1).contains(&ratio) {
         return None;
     }
+    // A probe at more connections tests it: the rate must grow with them. Without
+    // one it is a hypothesis (a pool of a few threads inside the server holds the rate
+    // the same way), said as a warning.
+    let more = crate::diagnose::path::loaded_more(run);
+    let grew = more.map(|m| m.requests_per_s / r.requests_per_s);
+    if grew.is_some_and(|g| g < super::pool::GROWS) {
+        return None;
+    }
     let mut f = finding(
         "concurrency-bound",
-        Kind::Bottleneck,
+        if grew.is_some() {
+            Kind::Bottleneck
+        } else {
+            Kind::Warning
+        },
         ramp(IDLE_PROC_PCT - busiest, 0.0, IDLE_PROC_PCT),
         format!(
             "the load's own concurrency set the rate: {in_flight:.0} requests in flight ÷ {:.1} ms each = {littles:.0}/s, nothing saturated",
@@ -181,6 +193,23 @@ pub(super) fn concurrency_bound(c: &Ctx) -> Option<Finding> {
         "In a closed loop each connection sends its next request only when the last is answered, so the rate is the requests in flight divided by the time each takes (Little's law). Nothing was saturated — the busiest server process used {busiest:.0}% of a core and waited {waited:.0} ms/s for a CPU, loadlens's workers were {client_busy:.0}% busy — so this rate is not the server's capacity: it is how long one request takes ({:.1} ms), repeated {in_flight:.0} at a time.",
         mean_s * 1e3
     );
+    match (more, grew) {
+        (Some(m), Some(g)) => {
+            f.evidence.push(fact(
+                &format!("probe at {} connections: requests/s", m.connections),
+                m.requests_per_s,
+                "/s",
+            ));
+            f.explanation.push_str(&format!(
+                " A probe at {} connections served {:.0}/s, ×{g:.1}: the rate grows with the connections, so they, not a limit inside the server, set it.",
+                m.connections, m.requests_per_s
+            ));
+        }
+        _ => {
+            f.title.push_str(" (not confirmed: no probe ran)");
+            f.explanation.push_str(" No probe tested it (`--no-probe`, or a load that does not probe): a pool of a few threads or workers inside the server holds the rate the same way; run again without `--no-probe` (or with `--probe`) to tell them apart.");
+        }
+    }
     f.fix = format!(
         "load harder to find the capacity: more connections (-c, now {}), a fixed rate (-R) or `loadlens sweep -c {},{},{}`; if {:.1} ms per request is too slow, that latency (not throughput) is what to work on",
         run.spec.connections,
@@ -319,9 +348,14 @@ mod tests {
         let mut failing = run.clone();
         failing.results.non_2xx_3xx = failing.results.responses / 50;
         assert!(!fires(&failing, "concurrency-bound"));
-        // Another bottleneck held the requests: the arithmetic stays, as info.
+        // Another bottleneck held the requests (php-fpm's 16 children, found by the
+        // probes as a pool of 16): the arithmetic stays, as info.
         let after = crate::diagnose::diagnose(&fixture("few-connections-after"));
-        assert_eq!(after[0].id, "upstream-saturated");
+        assert!(
+            ["pool-limit", "upstream-saturated"].contains(&after[0].id.as_str()),
+            "{}",
+            after[0].id
+        );
         assert!(after
             .iter()
             .all(|f| f.id != "concurrency-bound" || f.kind == Kind::Info));

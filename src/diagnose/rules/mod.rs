@@ -11,6 +11,7 @@ mod cpu;
 mod http;
 mod limits;
 mod network;
+mod pool;
 mod ports;
 pub mod profile;
 mod quota;
@@ -36,6 +37,10 @@ pub(super) const ALL: &[Rule] = &[
     Rule {
         id: "concurrency-bound",
         check: client::concurrency_bound,
+    },
+    Rule {
+        id: "pool-limit",
+        check: pool::pool_limit,
     },
     Rule {
         id: "listen-queue-overflow",

@@ -85,9 +85,30 @@ pub(super) fn upstream_saturated(c: &Ctx) -> Option<Finding> {
         conf,
         format!("upstream saturated: requests queue at {at}"),
     );
+    // One process at its CPU's limit (a single-threaded server): the upstream's
+    // capacity is that CPU, whatever queues and retries follow from it.
+    // (Computing by the rule's own bar above: running or waiting for a CPU ≥ 60% of
+    // the time; the rest is the gaps a full queue's dropped handshakes leave it.)
+    let one_cpu = ups
+        .iter()
+        .filter(|p| c.worker_load_pct(p) >= 60.0)
+        .max_by(|a, b| c.worker_load_pct(a).total_cmp(&c.worker_load_pct(b)));
     if cpu_bound {
         f.title
             .push_str(&format!(", its {workers} workers computing on {cpus} CPUs"));
+    } else if let Some(p) = one_cpu.filter(|_| ups.len() <= 2) {
+        f.title.push_str(&format!(
+            ", its CPU the limit: {} at {:.0}% of {} core{}",
+            p.label(),
+            c.worker_load_pct(p),
+            c.worker_cores(p),
+            if c.worker_cores(p) > 1.0 { "s" } else { "" }
+        ));
+        f.evidence.push(fact(
+            "upstream's busiest process CPU",
+            c.worker_load_pct(p).round(),
+            "% of its cores",
+        ));
     }
     f.evidence = vec![
         fact("timeouts and 499/502/503/504", failed as f64, "requests"),

@@ -1,0 +1,233 @@
+//! A concurrency limit inside a tier — a pool of threads, workers or connections that
+//! no saturated resource explains — sized by Little's law from a probe.
+
+use super::{fact, finding, ramp, Ctx};
+use crate::diagnose::kinds::{self, Knob};
+use crate::diagnose::path;
+use crate::run::{Finding, Kind, ServerKind};
+
+/// The loaded latency must be at least this many times the unloaded one: requests
+/// waited for the pool at least a third of their time.
+const QUEUED_FACTOR: f64 = 1.5;
+/// The rate at more connections, as a share of the load's, below which the rate did
+/// not grow with the connections (a probe of a few seconds varies by ~10%).
+pub(super) const GROWS: f64 = 1.25;
+/// Past this a tier's resource is saturated: a limit of its own explains the rate.
+const SATURATED_PCT: f64 = 90.0;
+
+/// Requests waited for a fixed number of servers inside a tier: with nothing
+/// saturated, the rate X stayed put when a probe added connections, and each request
+/// took S unloaded (a probe at 1 connection) but W ≫ S under load. Then X × S servers
+/// were busy all the time (Little's law applied to the servers alone), whatever the
+/// connections: a pool of that size. The tier is the path's slowest server tier; its
+/// size is matched to what the tier has (its workers) and the fix named in its words.
+pub(super) fn pool_limit(c: &Ctx) -> Option<Finding> {
+    let run = c.run;
+    let r = &run.results;
+    if run.spec.rate.is_some() || r.responses == 0 {
+        return None;
+    }
+    if r.errors.total() + r.non_2xx_3xx > r.responses / 100 {
+        return None;
+    }
+    let one = path::unloaded(run)?;
+    let more = path::loaded_more(run);
+    let rate = r.requests_per_s;
+    let latency_ms = r.latency.mean_us / 1e3;
+    let service_ms = one.mean_ms;
+    if service_ms <= 0.0 || latency_ms < QUEUED_FACTOR * service_ms {
+        return None;
+    }
+    if more.is_some_and(|m| m.requests_per_s >= GROWS * rate) {
+        return None;
+    }
+    // A saturated resource explains a rate that stays put: that is its own finding.
+    // (A process's share of its cores, not its busiest thread: a JVM's JIT compiler
+    // thread busy after start is not what serves the requests.)
+    let saturated = c
+        .procs()
+        .iter()
+        .any(|p| c.worker_cpu_share(p) >= SATURATED_PCT);
+    if saturated || run.client.busy_pct_mean >= 50.0 {
+        return None;
+    }
+    let size = rate * service_ms / 1e3;
+    let model = path::model(c)?;
+    let tier = model
+        .tiers
+        .iter()
+        .filter(|t| t.role == path::FRONT || t.role == path::UPSTREAM)
+        .max_by(|a, b| a.time_ms.total_cmp(&b.time_ms))?;
+    let kind = if tier.role == path::UPSTREAM {
+        c.upstream_kind()
+    } else {
+        c.front_kind()
+    };
+    let rounded = size.round().max(1.0);
+    let matched = tier
+        .workers
+        .filter(|&n| (n as f64 - size).abs() <= (0.25 * n as f64).max(1.0));
+    let waited_ms = latency_ms - service_ms;
+    let mut f = finding(
+        "pool-limit",
+        Kind::Bottleneck,
+        ramp(latency_ms / service_ms, QUEUED_FACTOR, 4.0),
+        format!(
+            "a concurrency limit of {rounded:.0} in the {} ({}): {rate:.0}/s × {service_ms:.1} ms unloaded; requests waited {waited_ms:.0} ms for it",
+            tier.role, tier.name
+        ),
+    );
+    if let Some(n) = matched {
+        f.title.push_str(&format!(", its {n} workers"));
+    }
+    f.evidence = vec![
+        fact("requests/s", rate, "/s"),
+        fact("mean latency", latency_ms, "ms"),
+        fact("probe at 1 connection: mean latency", service_ms, "ms"),
+        fact(
+            "probe at 1 connection: requests/s",
+            one.requests_per_s,
+            "/s",
+        ),
+        fact("limit (requests/s × unloaded latency)", size, "requests"),
+        fact("connections", run.spec.connections as f64, "connections"),
+        fact(
+            &format!("requests in the {}", tier.role),
+            tier.in_flight,
+            "requests",
+        ),
+    ];
+    if let Some(m) = more {
+        f.evidence.push(fact(
+            &format!("probe at {} connections: requests/s", m.connections),
+            m.requests_per_s,
+            "/s",
+        ));
+    }
+    let probe_said = match more {
+        Some(m) => format!(
+            " A probe at {} connections served {:.0}/s ({:+.0}%): the rate does not grow with the connections, so the load's concurrency is not what set it.",
+            m.connections,
+            m.requests_per_s,
+            100.0 * (m.requests_per_s / rate - 1.0)
+        ),
+        None => String::new(),
+    };
+    f.explanation = format!(
+        "A probe at 1 connection took {service_ms:.1} ms per request; under {} connections requests took {latency_ms:.1} ms, {waited_ms:.0} ms of it waiting. At {rate:.0}/s, {rate:.0} × {:.3} s = {size:.1} requests were being served at any moment (Little's law), whatever the connections: the {} ({}) serves at most about {rounded:.0} at once, and every other request waits for one of them. No resource was saturated (no process at its CPU's limit, loadlens not busy): the limit is a count, not a capacity.{probe_said}",
+        run.spec.connections,
+        service_ms / 1e3,
+        tier.role,
+        tier.name
+    );
+    let phrase = kinds::knob(kind, Knob::Pool).or_else(|| kinds::knob(kind, Knob::Workers));
+    let pool = match (phrase, kind) {
+        (Some(p), _) => p.to_string(),
+        (None, ServerKind::Unknown) => {
+            "its pool of threads, workers or connections (the thread pool's size, the workers' count, a connection pool's maximum)".into()
+        }
+        (None, k) => format!("{}'s pool of threads or workers", k.name()),
+    };
+    f.fix = format!(
+        "raise {pool} above {rounded:.0} (each added one serves ~{:.0}/s more, while the CPUs have room), or make each request shorter than {service_ms:.1} ms; more connections would only lengthen the wait",
+        1e3 / service_ms
+    );
+    Some(f)
+}
+
+#[cfg(test)]
+mod tests {
+    use crate::diagnose::testutil::{fires, fixture};
+    use crate::run::Probe;
+
+    fn probe(connections: u32, rps: f64, mean_ms: f64) -> Probe {
+        Probe {
+            connections,
+            duration_s: 1.0,
+            responses: (rps as u64).max(1),
+            requests_per_s: rps,
+            mean_ms,
+            p50_ms: mean_ms,
+            ..Probe::default()
+        }
+    }
+
+    /// The few-connections recording (4 connections, a 50 ms script, php-fpm children
+    /// to spare): probes that show the rate growing confirm concurrency-bound; probes
+    /// that show it flat with a short unloaded time make it a pool of the size Little's
+    /// law gives. The same evidence without probes claims neither.
+    #[test]
+    fn probes_decide_between_concurrency_and_a_pool() {
+        // (Recorded with its probes: the rate grew ×3.7 at 16 connections.)
+        let recorded = crate::diagnose::diagnose(&fixture("few-connections-before"));
+        assert_eq!(recorded[0].id, "concurrency-bound");
+        assert_eq!(recorded[0].kind, crate::run::Kind::Bottleneck);
+        // The fix's run (64 connections on php-fpm's 16 children): a pool of 16.
+        let after = crate::diagnose::diagnose(&fixture("few-connections-after"));
+        let pool = after
+            .iter()
+            .find(|f| f.id == "pool-limit")
+            .expect("pool-limit");
+        assert!(
+            pool.title.contains("limit of 16 ") && pool.title.contains("its 16 workers"),
+            "{}",
+            pool.title
+        );
+        let mut run = fixture("few-connections-before");
+        run.probes.clear();
+        let rate = run.results.requests_per_s;
+        let latency_ms = run.results.latency.mean_us / 1e3;
+        // Without probes: concurrency-bound is unconfirmed, no pool claimed.
+        let found = crate::diagnose::diagnose(&run);
+        assert_eq!(found[0].id, "concurrency-bound");
+        assert_eq!(found[0].kind, crate::run::Kind::Warning, "{:?}", found[0]);
+        assert!(!fires(&run, "pool-limit"));
+        // Rate grows ×4 at 16 connections, unloaded as slow as loaded: confirmed.
+        let mut grows = run.clone();
+        grows.probes = vec![
+            probe(1, rate / 4.0, latency_ms),
+            probe(16, rate * 3.8, latency_ms),
+        ];
+        let found = crate::diagnose::diagnose(&grows);
+        assert_eq!(found[0].id, "concurrency-bound");
+        assert_eq!(found[0].kind, crate::run::Kind::Bottleneck);
+        assert!(
+            found[0].explanation.contains("16 connections"),
+            "{}",
+            found[0].explanation
+        );
+        assert!(!fires(&grows, "pool-limit"));
+        // Flat at 16 connections, unloaded a quarter of the loaded time: a pool of
+        // rate × unloaded time.
+        for (unloaded_ms, size) in [(latency_ms / 4.0, 1.0), (latency_ms / 2.0, 2.0)] {
+            let mut flat = run.clone();
+            flat.probes = vec![
+                probe(1, 1e3 / unloaded_ms, unloaded_ms),
+                probe(16, rate * 1.05, latency_ms * 4.0),
+            ];
+            let found = crate::diagnose::diagnose(&flat);
+            assert_eq!(
+                found[0].id,
+                "pool-limit",
+                "{:?}",
+                found.iter().map(|f| &f.id).collect::<Vec<_>>()
+            );
+            let want = (rate * unloaded_ms / 1e3).round();
+            assert!(
+                found[0].title.contains(&format!("limit of {want:.0} ")),
+                "{} (≈{size})",
+                found[0].title
+            );
+            assert!(found
+                .iter()
+                .all(|f| f.id != "concurrency-bound" || f.kind != crate::run::Kind::Bottleneck));
+        }
+        // Loaded barely above unloaded: no queue, no pool.
+        let mut no_queue = run.clone();
+        no_queue.probes = vec![
+            probe(1, rate / 4.0, latency_ms * 0.9),
+            probe(16, rate, latency_ms * 4.0),
+        ];
+        assert!(!fires(&no_queue, "pool-limit"));
+    }
+}

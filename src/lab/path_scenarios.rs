@@ -1,0 +1,137 @@
+//! Scenarios about where along the request path requests wait: a thread pool inside
+//! the upstream that no saturated resource explains (found by a probe and sized by
+//! Little's law), and a single-threaded upstream at its CPU's limit whose queue,
+//! overflow and retries are consequences of that one cause. Each takes its fault's
+//! parameter from a range where the fault is decisive (`--param KEY=N`).
+
+use super::jvm::up_java_pool;
+use super::scenario::{Key, Moves, Scenario, Setup};
+use super::scenarios::start_front;
+use super::servers::Nginx;
+use super::world::World;
+
+/// Where the upstreams listen, inside the server namespace.
+const UPSTREAM: &str = "127.0.0.1:8081";
+
+/// nginx in front of `UPSTREAM`, one new upstream connection per request (nginx's
+/// default: no `keepalive` cache), so the connections on the upstream's port are the
+/// requests in it.
+fn proxy_front(w: &mut World) -> anyhow::Result<i32> {
+    start_front(
+        w,
+        Nginx {
+            workers: "1",
+            server_extra: format!("location / {{ proxy_pass http://{UPSTREAM}; }}"),
+            ..Nginx::default()
+        },
+    )
+}
+
+/// The JDK's HttpServer on `UPSTREAM` with a pool of `threads`, each request
+/// `handler_ms` asleep.
+fn start_pool(w: &mut World, threads: u32, handler_ms: u32) -> anyhow::Result<i32> {
+    if super::world::which("java").is_none() {
+        anyhow::bail!(
+            "java is not installed: apt-get install default-jre-headless (make test installs it)"
+        );
+    }
+    let src = w.write(
+        "jvm/Up.java",
+        up_java_pool(handler_ms, 512, threads).as_bytes(),
+    )?;
+    let s = w.server();
+    let src = src.display().to_string();
+    let pid = w.spawn(&s, "jvm", &["java", "-Xss512k", &src, "127.0.0.1", "8081"])?;
+    w.wait_tcp(&s, UPSTREAM, "jvm")?;
+    Ok(pid)
+}
+
+/// A Python `http.server` on `UPSTREAM`: one thread, each request `work_ms` of CPU,
+/// the listen backlog Python's default (`request_queue_size = 5`).
+fn start_single_threaded(w: &mut World, work_ms: u32) -> anyhow::Result<i32> {
+    // The distribution's Python first: a user's shim may not run in the namespace.
+    let python = if std::path::Path::new("/usr/bin/python3").exists() {
+        "/usr/bin/python3"
+    } else if super::world::which("python3").is_some() {
+        "python3"
+    } else {
+        anyhow::bail!("python3 is not installed: apt-get install python3");
+    };
+    let script = format!(
+        r#"
+import http.server, time
+WORK = {work_ms} / 1000.0
+class H(http.server.BaseHTTPRequestHandler):
+    def do_GET(self):
+        t = time.process_time()
+        while time.process_time() - t < WORK:
+            pass
+        body = b"ok\n"
+        self.send_response(200)
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        self.wfile.write(body)
+    def log_message(self, *a):
+        pass
+http.server.HTTPServer(("127.0.0.1", 8081), H).serve_forever()
+"#
+    );
+    let src = w.write("up/single.py", script.as_bytes())?;
+    let s = w.server();
+    let src = src.display().to_string();
+    let pid = w.spawn(&s, "single", &[python, &src])?;
+    w.wait_tcp(&s, UPSTREAM, "single")?;
+    Ok(pid)
+}
+
+pub fn scenarios() -> Vec<Scenario> {
+    vec![
+        Scenario {
+            name: "thread-pool",
+            summary: "a JVM upstream with a pool of a few threads behind nginx, 40 connections (--param threads=2..8, handler_ms=20..80)",
+            source: "issue 41 (a servlet container with 4 threads, 50 ms a request: 77 req/s, 492 ms, CPUs idle)",
+            fault: "the JDK HttpServer's executor with `threads` threads (default 4), each request asleep `handler_ms` (default 50): threads ÷ handler time requests a second, the rest wait inside the JVM",
+            fix: "64 threads: the 40 connections are served at once",
+            expected_finding: "pool-limit",
+            key: Key {
+                label: "requests/s",
+                read: |r| Some(r.results.requests_per_s),
+                // 4 threads × 50 ms: 80/s → 64 threads: 40 ÷ ~55 ms ≈ 700/s (×8); at
+                // 8 threads × 80 ms (100/s) → 128: ~450/s (×4.5).
+                moves: Moves::Up(2.0),
+            },
+            build: |w, fixed| {
+                let threads = w.param("threads", 4, 2..=8)?;
+                let handler_ms = w.param("handler_ms", 50, 20..=80)?;
+                w.two_hosts()?;
+                // 64 ≥ the 40 connections: every request served at once.
+                let threads = if fixed { 64 } else { threads };
+                start_pool(w, threads, handler_ms)?;
+                let pid = proxy_front(w)?;
+                Ok(Setup::new(super::scenario::url("/"), &["-c", "40"], vec![pid]))
+            },
+        },
+        Scenario {
+            name: "single-threaded-upstream",
+            summary: "a single-threaded upstream at 100% of a core behind nginx, no upstream keep-alive (--param work_ms=2..20)",
+            source: "issue 41 (four BOTTLENECKs — listen-queue-overflow, upstream-saturated, time-wait-connect-cost, syn-queue-overflow — and none named the upstream's CPU)",
+            fault: "Python's http.server (one thread, backlog 5), each request `work_ms` of CPU (default 5), 40 connections through nginx opening a connection per request",
+            fix: "the handler's work cut tenfold (what the upstream's CPU limit asks for: less CPU per request)",
+            expected_finding: "upstream-saturated",
+            key: Key {
+                label: "requests/s",
+                read: |r| Some(r.results.requests_per_s),
+                // 5 ms of CPU → 0.5 ms: ~190/s → ~900/s on a 2-core machine.
+                moves: Moves::Up(2.0),
+            },
+            build: |w, fixed| {
+                let work_ms = w.param("work_ms", 5, 2..=20)?;
+                w.two_hosts()?;
+                let work = if fixed { work_ms / 10 } else { work_ms };
+                start_single_threaded(w, work)?;
+                let pid = proxy_front(w)?;
+                Ok(Setup::new(super::scenario::url("/"), &["-c", "40"], vec![pid]))
+            },
+        },
+    ]
+}
