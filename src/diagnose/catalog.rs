@@ -45,6 +45,7 @@ const KNOBS: &[(Knob, &str, &str)] = &[
     (Knob::UpstreamReuse, "UpstreamReuse", "upstream keep-alive"),
     (Knob::Reuseport, "Reuseport", "an accept queue per worker"),
     (Knob::KeepAlive, "KeepAlive", "client keep-alive"),
+    (Knob::Pool, "Pool", "request pool (threads, children)"),
 ];
 
 /// Every server kind loadlens names, with the name the page uses.
@@ -56,6 +57,7 @@ const KINDS: &[(ServerKind, &str)] = &[
     (ServerKind::Envoy, "Envoy"),
     (ServerKind::Caddy, "Caddy"),
     (ServerKind::Node, "Node.js"),
+    (ServerKind::Java, "Java (Tomcat, Jetty, HttpServer)"),
 ];
 
 /// A compile error when a kind or a knob is added and the lists above are not.
@@ -64,11 +66,11 @@ fn listed(k: ServerKind, n: Knob) {
     use Knob::*;
     use ServerKind::*;
     match k {
-        Nginx | PhpFpm | Apache | Haproxy | Envoy | Caddy | Node | Unknown => {}
+        Nginx | PhpFpm | Apache | Haproxy | Envoy | Caddy | Node | Java | Unknown => {}
     }
     match n {
         Workers | Connections | Backlog | OpenFiles | Affinity | UpstreamReuse | Reuseport
-        | KeepAlive => {}
+        | KeepAlive | Pool => {}
     }
 }
 
