@@ -272,8 +272,7 @@ fn table(an: &Analysis, threshold: f64, gate: bool) -> String {
             .map(|c| format!("{} {:+.1}%", short(c.metric), c.change_pct))
             .collect();
         let trust = if e.trusted { "" } else { " (untrusted)" };
-        let _ = writeln!(
-            s,
+        let row = format!(
             "{:>4}  {:<20} {:<10} {:>10} {:>9} {:>9} {:>9} {:>7} {:>9}  {}{trust}",
             i + 1,
             time,
@@ -286,6 +285,7 @@ fn table(an: &Analysis, threshold: f64, gate: bool) -> String {
             cpu,
             marks.join(", ")
         );
+        let _ = writeln!(s, "{}", row.trim_end());
     }
     if an.change_points.is_empty() {
         let _ = writeln!(s, "\nno change points (p < the --max-p given)");
