@@ -192,9 +192,7 @@ fn a_planted_step_is_the_one_change_point_and_fails_the_gate() {
     let bmf: Value = serde_json::from_str(&export("bmf")).unwrap();
     let newest = &h_newest(&db, "step");
     assert_eq!(
-        bmf["step"]["requests-per-s"]["value"]
-            .as_f64()
-            .unwrap(),
+        bmf["step"]["requests-per-s"]["value"].as_f64().unwrap(),
         newest["requests_per_s"].as_f64().unwrap()
     );
     assert!(bmf["step"]["p99-us"]["value"].is_number());
