@@ -9,6 +9,7 @@ pub mod compare;
 pub mod diagnose;
 pub mod engine;
 pub mod gate;
+pub mod history;
 pub mod lab;
 pub mod merge;
 pub mod pipeline;

@@ -31,6 +31,9 @@ _loadlens() {
             loadlens,help)
                 cmd="loadlens__subcmd__help"
                 ;;
+            loadlens,history)
+                cmd="loadlens__subcmd__history"
+                ;;
             loadlens,import)
                 cmd="loadlens__subcmd__import"
                 ;;
@@ -70,6 +73,9 @@ _loadlens() {
             loadlens__subcmd__help,help)
                 cmd="loadlens__subcmd__help__subcmd__help"
                 ;;
+            loadlens__subcmd__help,history)
+                cmd="loadlens__subcmd__help__subcmd__history"
+                ;;
             loadlens__subcmd__help,import)
                 cmd="loadlens__subcmd__help__subcmd__import"
                 ;;
@@ -94,6 +100,12 @@ _loadlens() {
             loadlens__subcmd__help,watch)
                 cmd="loadlens__subcmd__help__subcmd__watch"
                 ;;
+            loadlens__subcmd__help__subcmd__history,export)
+                cmd="loadlens__subcmd__help__subcmd__history__subcmd__export"
+                ;;
+            loadlens__subcmd__help__subcmd__history,import)
+                cmd="loadlens__subcmd__help__subcmd__history__subcmd__import"
+                ;;
             loadlens__subcmd__help__subcmd__import,har)
                 cmd="loadlens__subcmd__help__subcmd__import__subcmd__har"
                 ;;
@@ -105,6 +117,24 @@ _loadlens() {
                 ;;
             loadlens__subcmd__help__subcmd__lab,shell)
                 cmd="loadlens__subcmd__help__subcmd__lab__subcmd__shell"
+                ;;
+            loadlens__subcmd__history,export)
+                cmd="loadlens__subcmd__history__subcmd__export"
+                ;;
+            loadlens__subcmd__history,help)
+                cmd="loadlens__subcmd__history__subcmd__help"
+                ;;
+            loadlens__subcmd__history,import)
+                cmd="loadlens__subcmd__history__subcmd__import"
+                ;;
+            loadlens__subcmd__history__subcmd__help,export)
+                cmd="loadlens__subcmd__history__subcmd__help__subcmd__export"
+                ;;
+            loadlens__subcmd__history__subcmd__help,help)
+                cmd="loadlens__subcmd__history__subcmd__help__subcmd__help"
+                ;;
+            loadlens__subcmd__history__subcmd__help,import)
+                cmd="loadlens__subcmd__history__subcmd__help__subcmd__import"
                 ;;
             loadlens__subcmd__import,har)
                 cmd="loadlens__subcmd__import__subcmd__har"
@@ -149,7 +179,7 @@ _loadlens() {
 
     case "${cmd}" in
         loadlens)
-            opts="-h -V --help --version run compare merge attach sweep report import explain completions watch man lab help"
+            opts="-h -V --help --version run compare merge attach sweep report history import explain completions watch man lab help"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 1 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -259,7 +289,7 @@ _loadlens() {
             return 0
             ;;
         loadlens__subcmd__help)
-            opts="run compare merge attach sweep report import explain completions watch man lab help"
+            opts="run compare merge attach sweep report history import explain completions watch man lab help"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -331,6 +361,48 @@ _loadlens() {
         loadlens__subcmd__help__subcmd__help)
             opts=""
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 3 ]] ; then
+                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+                return 0
+            fi
+            case "${prev}" in
+                *)
+                    COMPREPLY=()
+                    ;;
+            esac
+            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+            return 0
+            ;;
+        loadlens__subcmd__help__subcmd__history)
+            opts="export import"
+            if [[ ${cur} == -* || ${COMP_CWORD} -eq 3 ]] ; then
+                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+                return 0
+            fi
+            case "${prev}" in
+                *)
+                    COMPREPLY=()
+                    ;;
+            esac
+            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+            return 0
+            ;;
+        loadlens__subcmd__help__subcmd__history__subcmd__export)
+            opts=""
+            if [[ ${cur} == -* || ${COMP_CWORD} -eq 4 ]] ; then
+                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+                return 0
+            fi
+            case "${prev}" in
+                *)
+                    COMPREPLY=()
+                    ;;
+            esac
+            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+            return 0
+            ;;
+        loadlens__subcmd__help__subcmd__history__subcmd__import)
+            opts=""
+            if [[ ${cur} == -* || ${COMP_CWORD} -eq 4 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
             fi
@@ -503,6 +575,132 @@ _loadlens() {
                 return 0
             fi
             case "${prev}" in
+                *)
+                    COMPREPLY=()
+                    ;;
+            esac
+            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+            return 0
+            ;;
+        loadlens__subcmd__history)
+            opts="-h -V --db --all-machines --fail-on-regression --threshold --max-p --seed --json --help --version export import help"
+            if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
+                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+                return 0
+            fi
+            case "${prev}" in
+                --db)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --threshold)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --max-p)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --seed)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                *)
+                    COMPREPLY=()
+                    ;;
+            esac
+            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+            return 0
+            ;;
+        loadlens__subcmd__history__subcmd__export)
+            opts="-h -V --format --db --help --version"
+            if [[ ${cur} == -* || ${COMP_CWORD} -eq 3 ]] ; then
+                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+                return 0
+            fi
+            case "${prev}" in
+                --format)
+                    COMPREPLY=($(compgen -W "bmf gab csv" -- "${cur}"))
+                    return 0
+                    ;;
+                --db)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                *)
+                    COMPREPLY=()
+                    ;;
+            esac
+            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+            return 0
+            ;;
+        loadlens__subcmd__history__subcmd__help)
+            opts="export import help"
+            if [[ ${cur} == -* || ${COMP_CWORD} -eq 3 ]] ; then
+                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+                return 0
+            fi
+            case "${prev}" in
+                *)
+                    COMPREPLY=()
+                    ;;
+            esac
+            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+            return 0
+            ;;
+        loadlens__subcmd__history__subcmd__help__subcmd__export)
+            opts=""
+            if [[ ${cur} == -* || ${COMP_CWORD} -eq 4 ]] ; then
+                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+                return 0
+            fi
+            case "${prev}" in
+                *)
+                    COMPREPLY=()
+                    ;;
+            esac
+            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+            return 0
+            ;;
+        loadlens__subcmd__history__subcmd__help__subcmd__help)
+            opts=""
+            if [[ ${cur} == -* || ${COMP_CWORD} -eq 4 ]] ; then
+                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+                return 0
+            fi
+            case "${prev}" in
+                *)
+                    COMPREPLY=()
+                    ;;
+            esac
+            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+            return 0
+            ;;
+        loadlens__subcmd__history__subcmd__help__subcmd__import)
+            opts=""
+            if [[ ${cur} == -* || ${COMP_CWORD} -eq 4 ]] ; then
+                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+                return 0
+            fi
+            case "${prev}" in
+                *)
+                    COMPREPLY=()
+                    ;;
+            esac
+            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+            return 0
+            ;;
+        loadlens__subcmd__history__subcmd__import)
+            opts="-h -V --db --help --version"
+            if [[ ${cur} == -* || ${COMP_CWORD} -eq 3 ]] ; then
+                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+                return 0
+            fi
+            case "${prev}" in
+                --db)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
                 *)
                     COMPREPLY=()
                     ;;
@@ -745,7 +943,7 @@ _loadlens() {
             return 0
             ;;
         loadlens__subcmd__merge)
-            opts="-h -V --json --html --latency --slo --judge-untrusted --junit --summary-md --hdr-log --openmetrics --help --version"
+            opts="-h -V --json --html --latency --slo --judge-untrusted --junit --summary-md --hdr-log --openmetrics --save --db --tag --help --version"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -779,6 +977,18 @@ _loadlens() {
                     COMPREPLY=($(compgen -f "${cur}"))
                     return 0
                     ;;
+                --save)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --db)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --tag)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
                 *)
                     COMPREPLY=()
                     ;;
@@ -787,7 +997,7 @@ _loadlens() {
             return 0
             ;;
         loadlens__subcmd__report)
-            opts="-h -V --latency --html --slo --judge-untrusted --junit --summary-md --hdr-log --openmetrics --help --version"
+            opts="-h -V --latency --html --slo --judge-untrusted --junit --summary-md --hdr-log --openmetrics --save --db --tag --help --version"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -817,6 +1027,18 @@ _loadlens() {
                     COMPREPLY=($(compgen -f "${cur}"))
                     return 0
                     ;;
+                --save)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --db)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --tag)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
                 *)
                     COMPREPLY=()
                     ;;
@@ -825,7 +1047,7 @@ _loadlens() {
             return 0
             ;;
         loadlens__subcmd__run)
-            opts="-c -t -d -n -R -q -H -X -m -k -h -V --connections --threads --duration --requests --connreqs --rate --targets --seed --sequential --replay --speed --latency --json --flamegraph --html --quiet --repeat --pause --segment --start-at --probe --no-probe --slo --judge-untrusted --junit --summary-md --hdr-log --openmetrics --ray --clients --ray-timeout --server-node-resource --header --method --body --body-file --timeout --insecure --h2 --h1 --max-concurrent-streams --io --no-watch --watch --ssh-command --sample --server-pid --server-name --profile --profile-hz --no-offcpu --help --version"
+            opts="-c -t -d -n -R -q -H -X -m -k -h -V --connections --threads --duration --requests --connreqs --rate --targets --seed --sequential --replay --speed --latency --json --flamegraph --html --quiet --repeat --pause --segment --start-at --probe --no-probe --slo --judge-untrusted --junit --summary-md --hdr-log --openmetrics --ray --clients --ray-timeout --server-node-resource --header --method --body --body-file --timeout --insecure --h2 --h1 --max-concurrent-streams --io --no-watch --watch --ssh-command --sample --server-pid --server-name --profile --profile-hz --no-offcpu --save --db --tag --help --version"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -1016,6 +1238,18 @@ _loadlens() {
                     return 0
                     ;;
                 --profile-hz)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --save)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --db)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --tag)
                     COMPREPLY=($(compgen -f "${cur}"))
                     return 0
                     ;;

@@ -19,6 +19,8 @@ pub struct MergeArgs {
     files: Vec<PathBuf>,
     #[command(flatten)]
     out: ViewArgs,
+    #[command(flatten)]
+    save: super::history::SaveFlags,
 }
 
 /// The views of a Run made from saved parts (`merge`, `attach`).
@@ -54,6 +56,8 @@ impl ViewArgs {
 pub(super) struct Views {
     outputs: Vec<Output<Run>>,
     ci: super::ci::CiFlags,
+    /// `--save`: where the Run is kept.
+    save: Option<super::history::Saver>,
 }
 
 impl Views {
@@ -79,7 +83,14 @@ impl Views {
         Ok(Views {
             outputs,
             ci: ci.clone(),
+            save: None,
         })
+    }
+
+    /// Keeps the Run in the history database too.
+    pub(super) fn saving(mut self, save: Option<super::history::Saver>) -> Views {
+        self.save = save;
+        self
     }
 
     /// Merges the parts, diagnoses and judges the sum, writes the views and returns the
@@ -112,12 +123,15 @@ impl Views {
         run.findings = crate::diagnose::diagnose(&run);
         self.ci.judge(&mut run);
         report::write_all(&run, &self.outputs)?;
+        if let Some(s) = &self.save {
+            s.save(&run)?;
+        }
         self.ci.finish(&run)
     }
 }
 
 pub fn cmd(a: MergeArgs) -> anyhow::Result<ExitCode> {
-    let views = a.out.views()?;
+    let views = a.out.views()?.saving(a.save.open()?);
     let mut parts = Vec::new();
     for f in &a.files {
         parts.push(Part {

@@ -5,6 +5,7 @@
 mod attach;
 mod ci;
 mod compare;
+mod history;
 mod import;
 mod lab;
 mod load;
@@ -57,6 +58,9 @@ enum Command {
     Sweep(Box<sweep::SweepArgs>),
     /// Render a Run saved with `--json` again.
     Report(ReportArgs),
+    /// Runs kept with `--save`: a test's series with its change points (E-divisive
+    /// means), `--fail-on-regression` for CI; `export` and `import` of the database.
+    History(history::HistoryArgs),
     /// Turn a recording into a --targets file (`import har FILE`: a browser's HAR).
     #[command(subcommand)]
     Import(import::ImportCommand),
@@ -97,6 +101,9 @@ struct ReportArgs {
     /// Judge the saved Run (--slo) and write its CI files, as `run` would.
     #[command(flatten)]
     ci: ci::CiFlags,
+    /// Keep the saved Run in the history database.
+    #[command(flatten)]
+    save: history::SaveFlags,
 }
 
 pub(super) fn parse_u32(s: &str) -> Result<u32, String> {
@@ -120,6 +127,7 @@ pub fn main() -> anyhow::Result<ExitCode> {
         Command::Run(a) if a.ray.address.is_some() => ray::cmd(*a),
         Command::Run(a) => run::cmd(*a),
         Command::Report(a) => cmd_report(a),
+        Command::History(a) => history::cmd(a),
         Command::Lab(c) => lab::cmd(c),
         Command::Import(c) => import::cmd(c),
         Command::Compare(a) => compare::cmd(a),
@@ -188,8 +196,12 @@ fn cmd_explain(id: &str) -> anyhow::Result<ExitCode> {
 
 fn cmd_report(a: ReportArgs) -> anyhow::Result<ExitCode> {
     let mut outputs = a.ci.outputs()?;
+    let saver = a.save.open()?;
     let mut run = compare::read_run(&a.file)?;
     a.ci.judge(&mut run);
+    if let Some(s) = &saver {
+        s.save(&run)?;
+    }
     match a.html {
         Some(f) => outputs.push(Output::new(report::Html, Dest::File(f))),
         None => outputs.push(Output::new(Text { latency: a.latency }, Dest::Stdout)),

@@ -130,7 +130,9 @@ fn on_cluster(a: &RunArgs, whole: &Spec, body: &[u8]) -> anyhow::Result<ExitCode
         a.latency,
         a.quiet,
         &a.ci,
-    )?;
+    )?
+    // The merged Run is kept here, not by the segments.
+    .saving(a.save.open()?);
     // A replay at a speed lasts its log's span ÷ the speed, however long that is.
     let replay_s = whole
         .mix

@@ -91,6 +91,8 @@ pub struct RunArgs {
     pub(super) ray: RayFlags,
     #[command(flatten)]
     pub(super) load: LoadFlags,
+    #[command(flatten)]
+    pub(super) save: super::history::SaveFlags,
 }
 
 /// How far ahead `--start-at` may be: further is more likely a mistake than a plan.
@@ -203,6 +205,8 @@ pub(super) fn prepare(a: &mut RunArgs) -> anyhow::Result<(Vec<u8>, Spec)> {
 
 pub fn cmd(mut a: RunArgs) -> anyhow::Result<ExitCode> {
     let (body, whole) = prepare(&mut a)?;
+    // An unwritable --db fails here, before the target is even probed.
+    let saver = a.save.open()?;
     let spec = match a.segment {
         Some(seg) => whole.segment(seg)?,
         None => whole.clone(),
@@ -273,6 +277,9 @@ pub fn cmd(mut a: RunArgs) -> anyhow::Result<ExitCode> {
     });
     a.ci.judge(&mut run);
     report::write_all(&run, &outputs)?;
+    if let Some(s) = &saver {
+        s.save(&run)?;
+    }
     if let Some(f) = &a.flamegraph {
         // No profile (not permitted, nothing ran) is said, not fatal: the run stands.
         if let Err(e) = report::flamegraph::write(&run, f) {

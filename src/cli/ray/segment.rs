@@ -243,6 +243,9 @@ mod tests {
         "watch_ssh",
         "ssh_command",
         "server_pids",
+        "save",
+        "db",
+        "tag",
     ];
 
     /// A flag added to `run` must be carried to the segments or named as local here: a
