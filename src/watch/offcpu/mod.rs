@@ -130,10 +130,15 @@ impl Watch {
                         sampled::HZ
                     )),
                 )),
-                Err(why) => Err(format!("{e}; {why}")),
+                Err(why) => Err(format!("{e}; and {why}")),
             },
             Err(Refused::Other(e)) => Err(e),
         }
+    }
+
+    /// The threads' states sampled from `/proc` (no perf): what every run watches.
+    pub fn sampled(pids: &[i32]) -> Result<Watch, String> {
+        sampled::SampledWatch::start(&threads(pids)).map(Watch::Sampled)
     }
 
     /// Stops watching. `origin_ns`/`origin`: the watch's start on CLOCK_MONOTONIC and
