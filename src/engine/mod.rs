@@ -15,6 +15,11 @@ pub mod stats;
 mod timeline;
 pub mod transport;
 mod uring;
+
+/// Whether io_uring can drive a load here: Err, why not (`loadlens doctor`).
+pub fn uring_probe() -> Result<(), String> {
+    uring::probe()
+}
 pub mod worker;
 
 use std::collections::BTreeMap;

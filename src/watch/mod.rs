@@ -17,6 +17,7 @@
 
 pub mod configs;
 pub mod discover;
+pub mod doctor;
 mod host;
 pub mod logs;
 pub mod nginx;

@@ -21,6 +21,7 @@ use perf_event::{Builder, Clock, SampleFlag, Sampler};
 
 mod classify;
 pub mod sampled;
+mod syscalls;
 
 use super::profile::{fold, paranoid, permission, symbolize, threads, Names, Raw};
 use crate::run::{OffClass, OffCpu, OffProcess, OffStall, OffWait, Profile, STALL_MS};

@@ -14,6 +14,7 @@ use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
 use super::classify::why;
+use super::syscalls::{parse_syscall, syscall_name};
 use super::{takes_fd, MAX_STALLS, MAX_THREADS};
 use crate::run::{OffClass, OffCpu, OffProcess, OffStall, OffWait, Profile, KERNEL_SUFFIX};
 use crate::sys::thread_cpu::ThreadCpuSample;
@@ -341,63 +342,6 @@ const IDLE_CALLS: [&str; 9] = [
     "accept4",
     "io_uring_enter",
 ];
-
-/// `/proc/PID/task/TID/syscall`: "NR ARG0 … SP PC" in a call, "-1 SP PC" between
-/// calls, "running" on a CPU.
-fn parse_syscall(s: &str) -> (Option<i64>, Option<u64>) {
-    let mut f = s.split_whitespace();
-    let nr = f
-        .next()
-        .and_then(|n| n.parse::<i64>().ok())
-        .filter(|&n| n >= 0);
-    let arg0 = f
-        .next()
-        .and_then(|a| u64::from_str_radix(a.trim_start_matches("0x"), 16).ok());
-    (nr, arg0)
-}
-
-/// The calls a server thread waits in, by number on this architecture.
-fn syscall_name(nr: i64) -> Option<&'static str> {
-    Some(match nr {
-        libc::SYS_read => "read",
-        libc::SYS_write => "write",
-        libc::SYS_readv => "readv",
-        libc::SYS_writev => "writev",
-        libc::SYS_pread64 => "pread64",
-        libc::SYS_pwrite64 => "pwrite64",
-        libc::SYS_fsync => "fsync",
-        libc::SYS_fdatasync => "fdatasync",
-        libc::SYS_sendto => "sendto",
-        libc::SYS_recvfrom => "recvfrom",
-        libc::SYS_sendmsg => "sendmsg",
-        libc::SYS_recvmsg => "recvmsg",
-        libc::SYS_sendfile => "sendfile64",
-        libc::SYS_connect => "connect",
-        libc::SYS_accept4 => "accept4",
-        libc::SYS_epoll_pwait => "epoll_pwait",
-        libc::SYS_ppoll => "ppoll",
-        libc::SYS_pselect6 => "pselect6",
-        libc::SYS_futex => "futex",
-        libc::SYS_clock_nanosleep => "clock_nanosleep",
-        libc::SYS_nanosleep => "nanosleep",
-        libc::SYS_openat => "openat",
-        libc::SYS_flock => "flock",
-        libc::SYS_io_uring_enter => "io_uring_enter",
-        libc::SYS_wait4 => "wait4",
-        libc::SYS_rt_sigsuspend => "rt_sigsuspend",
-        #[cfg(target_arch = "x86_64")]
-        libc::SYS_epoll_wait => "epoll_wait",
-        #[cfg(target_arch = "x86_64")]
-        libc::SYS_accept => "accept",
-        #[cfg(target_arch = "x86_64")]
-        libc::SYS_poll => "poll",
-        #[cfg(target_arch = "x86_64")]
-        libc::SYS_select => "select",
-        #[cfg(target_arch = "x86_64")]
-        libc::SYS_pause => "pause",
-        _ => return None,
-    })
-}
 
 /// `schedstat`: (ns on a CPU, ns runnable waiting for one).
 fn schedstat(pid: i32, tid: i32) -> Option<(u64, u64)> {
