@@ -139,7 +139,7 @@ fn loss_tail(
     f.evidence = vec![
         fact(AT_RTO, n as f64, "responses"),
         fact("share of responses", share * 100.0, "%"),
-        fact("p50 latency", p50, "ms"),
+        fact("p50 latency", p50 * 1e3, "µs"),
         fact("p99 latency", p99, "ms"),
         fact("Tcp.RetransSegs", re as f64, "segments"),
         fact(
