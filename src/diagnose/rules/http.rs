@@ -345,4 +345,24 @@ mod tests {
         run.results.latency = crate::run::LatencySummary::from_histogram(&h, false);
         assert!(!fires(&run, "nagle-delayed-ack"));
     }
+
+    /// The nagle Run with a 20 ms handler before every head: the totals move to ~60 ms
+    /// (no 40 ms mode of their own) and the bodies still come ~40 ms after their heads.
+    #[test]
+    fn nagle_is_read_from_the_gap_whatever_the_handler_took() {
+        let mut run = crate::diagnose::testutil::fixture("nagle-before");
+        let h = run.results.latency.decode().unwrap();
+        let mut later = hdrhistogram::Histogram::<u64>::new_from(&h);
+        for v in h.iter_recorded() {
+            later
+                .record_n(v.value_iterated_to() + 20_000, v.count_at_value())
+                .unwrap();
+        }
+        run.results.latency = crate::run::LatencySummary::from_histogram(&later, false);
+        assert!(super::mode_40ms(&later).is_none());
+        let found = crate::diagnose::diagnose(&run);
+        let f = found.iter().find(|f| f.id == "nagle-delayed-ack").unwrap();
+        assert_eq!(f.kind, crate::run::Kind::Bottleneck);
+        assert!(f.title.contains("after their heads"));
+    }
 }

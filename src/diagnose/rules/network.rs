@@ -193,4 +193,27 @@ mod tests {
             "retransmits"
         ));
     }
+
+    /// Loss's mode: requests at 200+ ms with nothing just below, from 0.5% of them.
+    #[test]
+    fn a_mode_at_the_minimum_rto() {
+        let h = |fast: u64, at: u64, slow: u64| {
+            let mut h = hdrhistogram::Histogram::<u64>::new_with_bounds(1, 60_000_000, 3).unwrap();
+            h.record_n(500, fast).unwrap();
+            h.record_n(205_000, slow).unwrap();
+            h.record_n(at, 0).unwrap();
+            h
+        };
+        assert!(super::rto_mode(&h(980, 0, 20)).is_some());
+        assert!(
+            super::rto_mode(&h(997, 0, 3)).is_none(),
+            "0.3%: not the tail's shape"
+        );
+        let mut queued = h(900, 0, 20);
+        queued.record_n(150_000, 80).unwrap();
+        assert!(
+            super::rto_mode(&queued).is_none(),
+            "a slow tail below 200 ms too"
+        );
+    }
 }

@@ -385,4 +385,31 @@ mod tests {
         }
         assert!(!fires(&only_first, "event-loop-stall"));
     }
+
+    /// The blocking-log Run: 12 slices without a response, each inside the worker's
+    /// wait in write() on the pipe, shown beneath worker-blocked; without the off-CPU
+    /// watch the slices alone are the bottleneck; after the fix, and in the mix's Runs
+    /// (2 empty slices of 61, 3%), nothing.
+    #[test]
+    fn gaps_in_the_slices_are_a_stall_lined_up_with_the_waits() {
+        let run = fixture("blocking-log-before");
+        let found = crate::diagnose::diagnose(&run);
+        let f = found.iter().find(|f| f.id == "server-stalled").unwrap();
+        assert_eq!(f.kind, crate::run::Kind::Info, "{f:?}");
+        assert!(f.title.contains("access.fifo"), "{}", f.title);
+        let mut blind = run.clone();
+        blind.evidence.as_mut().unwrap().offcpu = None;
+        let found = crate::diagnose::diagnose(&blind);
+        let f = found.iter().find(|f| f.id == "server-stalled").unwrap();
+        assert_eq!(f.kind, crate::run::Kind::Bottleneck, "{f:?}");
+        assert!(f.explanation.contains("describes no request"));
+        assert!(!fires(&fixture("blocking-log-after"), "server-stalled"));
+        assert!(!fires(&fixture("mix-before"), "server-stalled"));
+        // Fewer responses per slice than a gap can be told from: not a stall.
+        let mut slow = blind.clone();
+        for s in slow.results.slices.iter_mut() {
+            s.responses = s.responses.min(10);
+        }
+        assert!(!fires(&slow, "server-stalled"));
+    }
 }
