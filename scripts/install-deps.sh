@@ -24,6 +24,8 @@ want prlimit util-linux
 [ "$what" = test ] && want xmllint libxml2-utils
 # A JVM upstream (tests/upstream.rs: its IPv4-mapped listener).
 [ "$what" = test ] && want java default-jre-headless
+# A lossy link in a test's namespaces (tests/diagnose_time.rs; the kernel may have no netem).
+[ "$what" = test ] && { command -v nft >/dev/null 2>&1 || [ -x /usr/sbin/nft ] || need+=(nftables); }
 # The HTML report is opened in a real browser by its test.
 [ "$what" = test ] && want chromium chromium
 ls /usr/sbin/php-fpm* >/dev/null 2>&1 || need+=(php-fpm)

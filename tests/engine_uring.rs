@@ -207,3 +207,54 @@ fn counted_to_the_byte(run: &serde_json::Value, log: &[common::LogLine], conns: 
     }
     assert_eq!(u(run, "results.connections_opened"), conns);
 }
+
+/// loadlens's own waits in the ring are not the server's iowait: entered with
+/// `IORING_ENTER_NO_IOWAIT` where the kernel offers it (Linux ≥ 6.15), a low-rate run
+/// against an idle nginx leaves every CPU's %iowait near 0 (it was ~99% on the
+/// client's CPU before). Where the kernel lacks it (simulated), the CPUs that carry
+/// loadlens's own waits are named in the Run and marked in the table.
+#[test]
+fn io_uring_waits_are_not_counted_as_iowait() {
+    let ng = Nginx::start("", "");
+    // 20 requests/s over 2 s: the two workers wait in the ring nearly all the time.
+    let args = ["-d", "2s", "-R", "20", "-c", "2", "-t", "2"];
+    let url = ng.url("/1k.txt");
+    let mut with_url = args.to_vec();
+    with_url.push(&url);
+    let run = run_json(&with_url);
+    assert_eq!(run["results"]["io"], "io_uring");
+    assert!(
+        run["results"]["iowait_cpus"].is_null(),
+        "{}",
+        run["results"]
+    );
+    let cpus = run["evidence"]["window"]["cpus"].as_array().unwrap();
+    assert!(!cpus.is_empty());
+    for c in cpus {
+        let iowait = c["iowait"].as_f64().unwrap();
+        assert!(iowait < 10.0, "cpu{} %iowait {iowait}: {c}", c["cpu"]);
+    }
+    // A kernel without IORING_FEAT_NO_IOWAIT: the waits are iowait, and said to be ours.
+    let out = loadlens()
+        .env("LOADLENS_IO_URING_IOWAIT", "1")
+        .arg("run")
+        .args(&with_url)
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(text.contains("%iowait  %steal"), "{text}");
+    let marked = text
+        .lines()
+        .filter(|l| l.trim_start().starts_with("cpu") && l.ends_with(" *"))
+        .count();
+    assert!(marked >= 1, "{text}");
+    assert!(
+        text.contains("* %iowait includes loadlens's own io_uring waits"),
+        "{text}"
+    );
+}

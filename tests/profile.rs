@@ -208,7 +208,10 @@ fn without_perf_the_off_cpu_time_is_sampled_from_proc() {
     let run: serde_json::Value =
         serde_json::from_str(&std::fs::read_to_string(&json).unwrap()).unwrap();
     let off = &run["evidence"]["offcpu"];
-    assert_eq!(off["sampled_hz"], 100, "{off}");
+    // The rate held, at most 100 Hz, lowered when the sampling would cost over 1% of a
+    // core (busy machine), never below 10 Hz.
+    let hz = off["sampled_hz"].as_u64().unwrap();
+    assert!((10..=100).contains(&hz), "{off}");
     let top = &run["findings"][0];
     assert_eq!(top["id"], "worker-blocked", "{}", run["findings"]);
     let title = top["title"].as_str().unwrap();

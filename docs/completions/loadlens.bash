@@ -25,6 +25,9 @@ _loadlens() {
             loadlens,completions)
                 cmd="loadlens__subcmd__completions"
                 ;;
+            loadlens,doctor)
+                cmd="loadlens__subcmd__doctor"
+                ;;
             loadlens,explain)
                 cmd="loadlens__subcmd__explain"
                 ;;
@@ -66,6 +69,9 @@ _loadlens() {
                 ;;
             loadlens__subcmd__help,completions)
                 cmd="loadlens__subcmd__help__subcmd__completions"
+                ;;
+            loadlens__subcmd__help,doctor)
+                cmd="loadlens__subcmd__help__subcmd__doctor"
                 ;;
             loadlens__subcmd__help,explain)
                 cmd="loadlens__subcmd__help__subcmd__explain"
@@ -179,7 +185,7 @@ _loadlens() {
 
     case "${cmd}" in
         loadlens)
-            opts="-h -V --help --version run compare merge attach sweep report history import explain completions watch man lab help"
+            opts="-h -V --help --version run compare merge attach sweep report history import explain doctor completions watch man lab help"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 1 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -274,6 +280,24 @@ _loadlens() {
             COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
             return 0
             ;;
+        loadlens__subcmd__doctor)
+            opts="-h -V --pid --help --version"
+            if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
+                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+                return 0
+            fi
+            case "${prev}" in
+                --pid)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                *)
+                    COMPREPLY=()
+                    ;;
+            esac
+            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+            return 0
+            ;;
         loadlens__subcmd__explain)
             opts="-h -V --help --version"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
@@ -289,7 +313,7 @@ _loadlens() {
             return 0
             ;;
         loadlens__subcmd__help)
-            opts="run compare merge attach sweep report history import explain completions watch man lab help"
+            opts="run compare merge attach sweep report history import explain doctor completions watch man lab help"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -331,6 +355,20 @@ _loadlens() {
             return 0
             ;;
         loadlens__subcmd__help__subcmd__completions)
+            opts=""
+            if [[ ${cur} == -* || ${COMP_CWORD} -eq 3 ]] ; then
+                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+                return 0
+            fi
+            case "${prev}" in
+                *)
+                    COMPREPLY=()
+                    ;;
+            esac
+            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+            return 0
+            ;;
+        loadlens__subcmd__help__subcmd__doctor)
             opts=""
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 3 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )

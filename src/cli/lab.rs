@@ -53,8 +53,8 @@ pub struct LabRunArgs {
     /// flame graphs are saved there as <scenario>-before.svg and -after.svg).
     #[arg(long)]
     no_profile: bool,
-    /// Do not watch where the server's threads slept (the off-CPU watch, on whenever
-    /// the server is profiled).
+    /// Do not watch where the server's threads slept (the off-CPU watch: the context
+    /// switches when the server is profiled, its threads' states sampled otherwise).
     #[arg(long)]
     no_offcpu: bool,
     /// Watch the server over ssh, as a server on another machine is (`run --watch

@@ -87,9 +87,9 @@ pub struct LoadFlags {
     /// Samples per second per server thread for --profile.
     #[arg(long, value_parser = clap::value_parser!(u64).range(1..=10000), default_value = "99", value_name = "HZ")]
     pub profile_hz: u64,
-    /// With --profile, do not watch where the server's threads slept (off-CPU: every
-    /// context switch of the server's threads with its stacks, shown as "Where the
-    /// server's time went").
+    /// Do not watch where the server's threads slept ("Where the server's time went"):
+    /// by default their states, calls and wait channels are sampled from /proc (held to
+    /// at most 1% of a core); with --profile, every context switch with its stacks.
     #[arg(long)]
     pub no_offcpu: bool,
 }
@@ -194,6 +194,7 @@ impl LoadFlags {
             },
             profile_hz: self.profile.then_some(self.profile_hz),
             offcpu: self.profile && !self.no_offcpu,
+            sampled: !self.no_offcpu,
         })
     }
 }

@@ -5,6 +5,7 @@
 mod attach;
 mod ci;
 mod compare;
+mod doctor;
 mod history;
 mod import;
 mod lab;
@@ -69,6 +70,9 @@ enum Command {
         /// A finding id, e.g. listen-queue-overflow; `list` for all.
         id: String,
     },
+    /// Which evidence this machine gives loadlens (perf, tracefs, schedstat, cgroups,
+    /// sock_diag, a server's threads, io_uring) and what adds noise, each with its fix.
+    Doctor(doctor::DoctorArgs),
     /// Print shell completions for bash, zsh or fish (`make install` installs them).
     Completions {
         #[arg(value_enum)]
@@ -138,6 +142,7 @@ pub fn main() -> anyhow::Result<ExitCode> {
         Command::Completions { shell } => print(&completions(shell)),
         Command::Man => print(&man_page()?),
         Command::Explain { id } => cmd_explain(&id),
+        Command::Doctor(a) => doctor::cmd(a),
     };
     match res {
         Err(e) if is_broken_pipe(&e) => Ok(ExitCode::SUCCESS),

@@ -85,6 +85,7 @@ pub fn cmd(a: WatchArgs) -> anyhow::Result<ExitCode> {
         },
         profile_hz: a.profile_hz,
         offcpu: a.profile_hz.is_some(),
+        sampled: true,
     });
     // `start` returns once the `before` snapshot is taken: the samples count from here.
     let started_unix_s = crate::remote::protocol::unix_now();

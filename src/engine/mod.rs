@@ -15,6 +15,11 @@ pub mod stats;
 mod timeline;
 pub mod transport;
 mod uring;
+
+/// Whether io_uring can drive a load here: Err, why not (`loadlens doctor`).
+pub fn uring_probe() -> Result<(), String> {
+    uring::probe()
+}
 pub mod worker;
 
 use std::collections::BTreeMap;
@@ -316,8 +321,10 @@ fn run_with<T: Transport + 'static>(
         None => elapsed.as_secs_f64().max(1e-9),
     };
     let (seconds, slices, per_thread_rates) = timeline.finish(duration_s);
+    let iowait_cpus = merged.iowait_cpu_list();
     let mut results = results_from(spec, target, merged, duration_s, seconds, &per_thread_rates);
     results.slices = slices;
+    results.iowait_cpus = iowait_cpus;
     if io.uring {
         results.io = "io_uring".into();
     }
@@ -402,6 +409,7 @@ fn results_from(
         protocol: "http/1.1".into(),
         io: "epoll".into(),
         io_note: None,
+        iowait_cpus: Vec::new(),
         streams_per_connection: 1,
         goaway_received: s.goaway,
         requests_per_connection: spec.connreqs,

@@ -64,6 +64,9 @@ pub struct ThreadStats {
     pub phases: PhaseHistograms,
     /// `--targets`: results per endpoint name (empty for a run of one request).
     pub endpoints: Vec<EndpointStats>,
+    /// The CPUs on which this worker's io_uring waits were accounted as iowait (a
+    /// kernel without `IORING_FEAT_NO_IOWAIT`), one bit per CPU.
+    pub iowait_cpus: Vec<u64>,
 }
 
 /// One endpoint's counts in one worker thread: allocated before the run, merged after
@@ -152,7 +155,30 @@ impl ThreadStats {
                     latency: latency_histogram(max_latency),
                 })
                 .collect(),
+            iowait_cpus: Vec::new(),
         }
+    }
+
+    /// This worker's wait for completions counted as iowait on `cpu`.
+    pub fn mark_iowait_cpu(&mut self, cpu: u32) {
+        let (word, bit) = ((cpu / 64) as usize, cpu % 64);
+        if self.iowait_cpus.len() <= word {
+            self.iowait_cpus.resize(word + 1, 0);
+        }
+        self.iowait_cpus[word] |= 1 << bit;
+    }
+
+    /// The CPUs marked by `mark_iowait_cpu`, in order.
+    pub fn iowait_cpu_list(&self) -> Vec<u32> {
+        let mut cpus = Vec::new();
+        for (w, &bits) in self.iowait_cpus.iter().enumerate() {
+            for b in 0..64 {
+                if bits & (1 << b) != 0 {
+                    cpus.push(w as u32 * 64 + b);
+                }
+            }
+        }
+        cpus
     }
 
     /// A response to a request of endpoint `e` (nothing without `--targets`).
@@ -219,6 +245,12 @@ impl ThreadStats {
             .add(&other.connect_time)
             .expect("histograms share bounds");
         self.phases.merge(&other.phases);
+        if self.iowait_cpus.len() < other.iowait_cpus.len() {
+            self.iowait_cpus.resize(other.iowait_cpus.len(), 0);
+        }
+        for (a, b) in self.iowait_cpus.iter_mut().zip(&other.iowait_cpus) {
+            *a |= b;
+        }
         for (a, b) in self.endpoints.iter_mut().zip(&other.endpoints) {
             a.responses += b.responses;
             a.errors += b.errors;

@@ -10,6 +10,7 @@ pub mod scenario;
 pub mod scenarios;
 pub mod servers;
 pub mod ssh;
+pub mod tail_scenarios;
 pub mod testbed;
 pub mod time_scenarios;
 pub mod world;
@@ -44,7 +45,8 @@ pub struct LabOptions {
     /// Profile the server (on by default; `--no-profile`); with `json_dir` the flame
     /// graphs go there too, `<scenario>-before.svg`.
     pub profile: bool,
-    /// With `profile`, watch where the server's threads slept too (`--no-offcpu`).
+    /// Watch where the server's threads slept (`--no-offcpu`): their context switches
+    /// with `profile`, their states sampled from /proc without.
     pub offcpu: bool,
     /// Watch the server namespace over ssh, through an sshd of the world's own
     /// (`--watch-ssh`), instead of from the client's.
@@ -142,7 +144,7 @@ fn run_once(
             }
         }
     }
-    if opts.profile && !opts.offcpu && !setup.args.iter().any(|a| a == "--no-offcpu") {
+    if !opts.offcpu && !setup.args.iter().any(|a| a == "--no-offcpu") {
         cmd.arg("--no-offcpu");
     }
     if !opts.show_runs {

@@ -55,7 +55,7 @@ pub struct LogLine {
 }
 
 /// A port that was free a moment ago (nginx's start is retried if it was taken since).
-fn free_port() -> u16 {
+pub(super) fn free_port() -> u16 {
     TcpListener::bind("127.0.0.1:0")
         .and_then(|l| l.local_addr())
         .map(|a| a.port())
@@ -479,7 +479,7 @@ impl Drop for PhpFpm {
 
 /// Starts `cmd` so that it gets SIGTERM if this process dies (a master takes its
 /// workers down with it).
-fn spawn(mut cmd: Command, what: &str) -> Child {
+pub(super) fn spawn(mut cmd: Command, what: &str) -> Child {
     // SAFETY: prctl in the child before exec; async-signal-safe.
     unsafe {
         cmd.pre_exec(|| {
@@ -491,7 +491,7 @@ fn spawn(mut cmd: Command, what: &str) -> Child {
 }
 
 /// SIGTERM (a fast shutdown of a master and its workers), then SIGKILL after 5 s.
-fn stop_child(child: &mut Child) {
+pub(super) fn stop_child(child: &mut Child) {
     // SAFETY: kill(2) on a child this process started and has not reaped.
     unsafe {
         libc::kill(child.id() as i32, libc::SIGTERM);

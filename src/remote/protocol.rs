@@ -116,6 +116,9 @@ pub struct StartWatch {
     /// Watch where the server's threads slept (with the profile; `--no-offcpu`).
     #[serde(default)]
     pub offcpu: bool,
+    /// Without `offcpu`: sample the threads' states from `/proc` (the default).
+    #[serde(default)]
+    pub sampled: bool,
     #[serde(default)]
     pub server_names: Vec<String>,
     #[serde(default)]
@@ -282,6 +285,7 @@ mod tests {
                 sample_s: 1.0,
                 profile_hz: Some(99),
                 offcpu: true,
+                sampled: true,
                 server_names: vec!["a\nb".into()],
                 server_pids: vec![],
             }),

@@ -157,6 +157,7 @@ pub fn serve(max_duration: Duration) -> anyhow::Result<Ended> {
                             },
                             profile_hz: s.profile_hz,
                             offcpu: s.offcpu,
+                            sampled: s.sampled,
                         },
                         Some(live),
                     );

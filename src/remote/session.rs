@@ -141,6 +141,7 @@ impl Session {
             sample_s: spec.interval.as_secs_f64(),
             profile_hz: spec.profile_hz,
             offcpu: spec.offcpu,
+            sampled: spec.sampled,
             server_names: spec.hints.names.clone(),
             server_pids: spec.hints.pids.clone(),
         }))?;

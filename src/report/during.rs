@@ -24,7 +24,9 @@ pub(super) const TCP_SHOWN: &[(&str, &str)] = &[
     ("Tcp.ActiveOpens", "opened"),
 ];
 
-pub fn render(e: &Evidence) -> String {
+/// `own_iowait`: the CPUs on which loadlens's own io_uring waits counted as iowait
+/// (`LoadResults::iowait_cpus`), marked when the evidence is this machine's.
+pub fn render(e: &Evidence, own_iowait: &[u32]) -> String {
     let mut o = String::new();
     let w = &e.window;
     let _ = writeln!(
@@ -64,19 +66,7 @@ pub fn render(e: &Evidence) -> String {
         }
     }
     if !w.cpus.is_empty() {
-        // Every share /proc/stat has, so a row sums to 100%: time blocked on disk
-        // (iowait) and taken by the hypervisor (steal) are where a CPU's time went too.
-        let _ = writeln!(
-            o,
-            "  CPU       usr%   sys%  soft%   irq%  wait%  steal%  idle%"
-        );
-        for c in &w.cpus {
-            let _ = writeln!(
-                o,
-                "    cpu{:<3}{:>7.1}{:>7.1}{:>7.1}{:>7.1}{:>7.1}{:>8.1}{:>7.1}",
-                c.cpu, c.user, c.system, c.softirq, c.irq, c.iowait, c.steal, c.idle
-            );
-        }
+        cpu_table(&mut o, e, own_iowait);
     }
     let busy: Vec<_> = w
         .ifaces
@@ -216,4 +206,39 @@ pub fn render(e: &Evidence) -> String {
         let _ = writeln!(o, "  note: {warn}");
     }
     o
+}
+
+/// Each CPU's shares, named as `mpstat` names them, so a row sums to 100%: time blocked
+/// on disk (%iowait) and taken by the hypervisor (%steal) are where a CPU's time went
+/// too. Where loadlens's own io_uring waits counted as iowait (a kernel without
+/// `IORING_FEAT_NO_IOWAIT`) and the CPUs are this machine's, those rows are marked.
+fn cpu_table(o: &mut String, e: &Evidence, own_iowait: &[u32]) {
+    // The watch on another machine saw other CPUs than the client's.
+    let local = e.source.is_none();
+    let own = |cpu: u32| local && own_iowait.contains(&cpu);
+    let _ = writeln!(
+        o,
+        "  CPU       %usr    %sys   %soft    %irq %iowait  %steal   %idle"
+    );
+    for c in &e.window.cpus {
+        let _ = writeln!(
+            o,
+            "    cpu{:<3}{:>8.1}{:>8.1}{:>8.1}{:>8.1}{:>8.1}{:>8.1}{:>8.1}{}",
+            c.cpu,
+            c.user,
+            c.system,
+            c.softirq,
+            c.irq,
+            c.iowait,
+            c.steal,
+            c.idle,
+            if own(c.cpu) { " *" } else { "" }
+        );
+    }
+    if e.window.cpus.iter().any(|c| own(c.cpu)) {
+        let _ = writeln!(
+            o,
+            "    * %iowait includes loadlens's own io_uring waits (this kernel has no IORING_FEAT_NO_IOWAIT, Linux < 6.15): not a disk; --io epoll leaves it out"
+        );
+    }
 }

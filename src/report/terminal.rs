@@ -197,7 +197,7 @@ pub fn render(run: &Run, latency: bool) -> String {
     o.push_str(&super::repeat::render(run));
     segments(&mut o, run);
     if let Some(e) = &run.evidence {
-        o.push_str(&super::during::render(e));
+        o.push_str(&super::during::render(e, &r.iowait_cpus));
         o.push_str(&super::profile::render(e));
         o.push_str(&super::time::render(e));
     }

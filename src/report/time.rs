@@ -60,7 +60,7 @@ pub fn rows(e: &Evidence) -> Vec<(String, [f64; 5])> {
 pub fn source(off: &OffCpu) -> String {
     if let Some(hz) = off.sampled_hz {
         return format!(
-            "{} threads over {:.1} s, their states sampled from /proc {hz} times a second (perf not permitted: no stacks); sampling took {:.1}% of a core",
+            "{} threads over {:.1} s, their states sampled from /proc {hz} times a second (no stacks: --profile watches the context switches where perf is permitted); sampling took {:.1}% of a core",
             off.threads, off.duration_s, off.watch_cpu_pct
         );
     }

@@ -60,6 +60,12 @@ pub struct LoadResults {
     /// refused the ring, or the run needs TLS or HTTP/2, which only epoll drives).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub io_note: Option<String>,
+    /// The CPUs on which loadlens's own io_uring waits were counted as iowait: on a
+    /// kernel without `IORING_FEAT_NO_IOWAIT` (before Linux 6.15) a thread waiting in
+    /// the ring shows as iowait in `/proc/stat`. Empty where the waits were entered with
+    /// `IORING_ENTER_NO_IOWAIT` (not iowait) or the run used epoll.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub iowait_cpus: Vec<u32>,
     /// HTTP/2: requests in flight per connection (1 for HTTP/1.1).
     #[serde(default = "one")]
     pub streams_per_connection: u32,

@@ -17,6 +17,7 @@
 
 pub mod configs;
 pub mod discover;
+pub mod doctor;
 mod host;
 pub mod logs;
 pub mod nginx;
@@ -46,9 +47,13 @@ pub struct WatchSpec {
     pub hints: Hints,
     /// Profile the server processes at this many samples per second (`--profile`).
     pub profile_hz: Option<u64>,
-    /// Watch the server threads' context switches: where they slept (`--no-offcpu`
-    /// turns it off).
+    /// Watch the server threads' context switches: where they slept, with stacks
+    /// (with `--profile`; `--no-offcpu` turns it off).
     pub offcpu: bool,
+    /// Without `offcpu`: sample the server threads' states, calls and wait channels
+    /// from `/proc` (`offcpu::sampled`, held to ≤ 1% of a core), so every run knows
+    /// where the server's time went (on by default; `--no-offcpu` turns it off).
+    pub sampled: bool,
 }
 
 /// What the watch found before the load, known once it started: a remote watch sends

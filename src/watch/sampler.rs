@@ -106,15 +106,28 @@ pub(super) fn sampler(
         reader.warnings.extend(p.note.clone());
         Some(p)
     });
-    // Where the server's threads slept, wherever the CPU is profiled.
-    let offcpu = spec.offcpu.then_some(()).and_then(|()| {
-        let pids: Vec<i32> = topology.processes.iter().map(|p| p.pid).collect();
-        let (w, note) = offcpu::Watch::start(&pids)
+    // Where the server's threads slept: their context switches wherever the CPU is
+    // profiled, else their states sampled from /proc.
+    let pids: Vec<i32> = topology.processes.iter().map(|p| p.pid).collect();
+    let offcpu = if spec.offcpu {
+        offcpu::Watch::start(&pids)
             .map_err(|e| reader.warnings.push(e))
-            .ok()?;
-        reader.warnings.extend(note);
-        Some(w)
-    });
+            .ok()
+            .map(|(w, note)| {
+                reader.warnings.extend(note);
+                w
+            })
+    } else if spec.sampled && !pids.is_empty() {
+        offcpu::Watch::sampled(&pids)
+            .map_err(|e| {
+                reader.warnings.push(format!(
+                    "where the server's threads slept is not watched: {e}"
+                ))
+            })
+            .ok()
+    } else {
+        None
+    };
     let server_pids: Vec<i32> = topology.processes.iter().map(|p| p.pid).collect();
     let mut before = reader.snapshot(true);
     before.qdiscs = qdiscs();

@@ -99,6 +99,10 @@ pub(super) const ALL: &[Rule] = &[
         check: stalls::event_loop_stall,
     },
     Rule {
+        id: "server-stalled",
+        check: stalls::server_stalled,
+    },
+    Rule {
         id: "link-saturated",
         check: network::link_saturated,
     },
@@ -194,6 +198,15 @@ fn worker_seen_blocked(stall: &Finding) -> bool {
     })
 }
 
+/// Gaps in the responses that lie inside a worker's blocked wait: a stall of the
+/// server's own, whatever the network lost meanwhile.
+fn stall_lined_up(stall: &Finding) -> bool {
+    stall
+        .evidence
+        .iter()
+        .any(|e| e.name == stalls::LINED_UP && e.value > 0.0)
+}
+
 pub(super) const EXPLAINS: &[Explains] = &[
     // A throttled task is runnable and not running: the scheduler counts the quota's
     // stops as run-queue delay, and no other process is to blame.
@@ -233,6 +246,50 @@ pub(super) const EXPLAINS: &[Explains] = &[
         cause: "worker-blocked",
         consequence: "concurrency-bound",
         why: "the workers spent that time blocked in the call named above, not waiting for requests: the rate is set by the blocking",
+        unless: None,
+    },
+    // The gaps in the responses are the blocking's, seen from the client's side.
+    Explains {
+        cause: "worker-blocked",
+        consequence: "server-stalled",
+        why: "the worker was blocked in the call named above, and answered nobody meanwhile",
+        unless: None,
+    },
+    Explains {
+        cause: "event-loop-stall",
+        consequence: "server-stalled",
+        why: "the stalls above emptied those slices",
+        unless: None,
+    },
+    // A stalled server serves fewer requests than the connections ask for: the rate
+    // is the stalls', and the mean latency of two modes describes no request.
+    Explains {
+        cause: "server-stalled",
+        consequence: "concurrency-bound",
+        why: "the server stopped answering for whole slices of the run: the rate is set by the stalls, and the mean latency the arithmetic uses is of two modes",
+        unless: None,
+    },
+    // Each lost segment holds its request for a retransmission timeout; with a few
+    // connections, several held at once leave the server nothing to answer: the
+    // spikes and the empty slices of a stall, with no worker blocked.
+    Explains {
+        cause: "retransmits",
+        consequence: "event-loop-stall",
+        why: "the slow requests waited for their lost segments' retransmission timeout (200 ms), several connections at once; no sample caught a worker stopped or blocked",
+        unless: Some(worker_seen_blocked),
+    },
+    Explains {
+        cause: "retransmits",
+        consequence: "server-stalled",
+        why: "the connections were each waiting for a lost segment's retransmission (200 ms), all at once in those slices; no blocked wait of a worker lines up with them",
+        unless: Some(stall_lined_up),
+    },
+    // A link at its capacity drops what its queue cannot hold: the retransmissions and
+    // their timeouts are the full link's.
+    Explains {
+        cause: "link-saturated",
+        consequence: "retransmits",
+        why: "a link at its capacity drops what its queue cannot hold, and the requests whose segments were dropped waited for their retransmission",
         unless: None,
     },
     // Connections queued for a few busy upstream workers wait about the same time each:

@@ -71,7 +71,7 @@ pub(super) fn worker_blocked(c: &Ctx) -> Option<Finding> {
         top.max_ms,
         match off.sampled_hz {
             None => "From the kernel's context switches of the server's threads: each interval off CPU with the stack it left from.".to_string(),
-            Some(hz) => format!("From the server threads' states, calls and wait channels sampled in /proc {hz} times a second: perf was not permitted, so there are no stacks and waits are timed to within a sample."),
+            Some(hz) => format!("From the server threads' states, calls and wait channels sampled in /proc {hz} times a second (every run does; `--profile` watches the context switches with their stacks where perf is permitted): waits are timed to within a sample."),
         }
     );
     f.fix = fix_for(c, top);
@@ -216,6 +216,129 @@ pub(super) fn event_loop_stall(c: &Ctx) -> Option<Finding> {
     Some(f)
 }
 
+/// The evidence naming how many 100 ms slices had no response while requests were in
+/// flight (read by the table of causes).
+pub(super) const GAP_SLICES: &str = "100 ms slices without a response";
+/// The evidence naming how many of those slices lie inside a worker's blocked wait.
+pub(super) const LINED_UP: &str = "of them inside a blocked wait of a worker";
+/// Share of the load's slices without a response from which the gaps are the finding:
+/// a server that answers nobody for a twentieth of the run in whole 100 ms slices.
+const GAP_SHARE: f64 = 0.05;
+/// Responses in a typical slice for an empty one to mean something: at 20 a slice, a
+/// slice without any by chance is as likely as e⁻²⁰.
+const GAP_MIN_TYPICAL: u64 = 20;
+
+/// Slices of 100 ms in which the server answered nobody while the load kept requests in
+/// flight: the server stopped, whatever its period and whatever the mean latency says
+/// (the latency is then two modes: the requests served, and those held through a gap).
+/// Lined up with the server threads' waits when the off-CPU watch saw them.
+pub(super) fn server_stalled(c: &Ctx) -> Option<Finding> {
+    let r = &c.run.results;
+    // The start (connections opening) and the end (a partial slice) are left out.
+    if r.slices.len() < 12 || c.counter("TcpExt.ListenOverflows") > 0 || r.errors.timeout > 0 {
+        return None;
+    }
+    if (r.errors.read + r.errors.connect) as f64 > 0.01 * r.responses.max(1) as f64 {
+        return None;
+    }
+    let inner = &r.slices[1..r.slices.len() - 1];
+    let mut served: Vec<u64> = inner
+        .iter()
+        .map(|s| s.responses)
+        .filter(|&n| n > 0)
+        .collect();
+    served.sort_unstable();
+    let typical = *served.get(served.len() / 2)?;
+    // Open loop: only where the asked rate keeps requests coming in every slice.
+    let asked = c.run.spec.rate.map(|rate| rate * 0.1);
+    if typical < GAP_MIN_TYPICAL || asked.is_some_and(|a| a < GAP_MIN_TYPICAL as f64) {
+        return None;
+    }
+    let gaps: Vec<f64> = inner
+        .iter()
+        .filter(|s| s.responses == 0 && s.errors == 0)
+        .map(|s| s.t_ms as f64 / 1e3)
+        .collect();
+    let share = gaps.len() as f64 / inner.len() as f64;
+    if gaps.len() < 2 || share < GAP_SHARE {
+        return None;
+    }
+    let h = r.latency.decode().ok()?;
+    let (p50, p99) = (
+        h.value_at_quantile(0.5) as f64 / 1e3,
+        h.value_at_quantile(0.99) as f64 / 1e3,
+    );
+    let in_flight = c.run.spec.connections as f64 * r.streams_per_connection.max(1) as f64;
+    let mut f = finding(
+        "server-stalled",
+        Kind::Bottleneck,
+        ramp(share, GAP_SHARE, 0.2),
+        format!(
+            "the server answered nobody in {} of {} slices of 100 ms while {in_flight:.0} requests waited: latency in two modes, p50 {p50:.2} ms and p99 {p99:.1} ms",
+            gaps.len(),
+            inner.len()
+        ),
+    );
+    f.evidence = vec![
+        fact(GAP_SLICES, gaps.len() as f64, "slices"),
+        fact("share of the load's slices", share * 100.0, "%"),
+        fact("responses in a typical slice", typical as f64, "responses"),
+        fact("p50 latency", p50, "ms"),
+        fact("p99 latency", p99, "ms"),
+        fact(
+            "mean latency (describes neither mode)",
+            r.latency.mean_us / 1e3,
+            "ms",
+        ),
+    ];
+    // Which waits of the server's threads cover the gaps (50 ms allowed at each end for
+    // the watch's and the load's clocks, which start a few ms apart).
+    let pids = c.front_pids();
+    let lined = c.offcpu().and_then(|off| {
+        let top = off.blocking_waits(&pids).next()?;
+        let covered = gaps
+            .iter()
+            .filter(|&&t| {
+                off.stalls.iter().any(|s| {
+                    pids.contains(&s.pid)
+                        && s.class
+                            .is_some_and(|k| k.blocks() && k != OffClass::Runnable)
+                        && s.t_s - 0.05 <= t
+                        && t + 0.1 <= s.t_s + s.ms / 1e3 + 0.05
+                })
+            })
+            .count();
+        (covered > 0).then_some((top, covered))
+    });
+    let how = match &lined {
+        Some((top, covered)) => {
+            f.title
+                .push_str(&format!("; the worker was blocked in {} through {covered} of them", top.describe()));
+            f.evidence
+                .push(fact(LINED_UP, *covered as f64, "slices"));
+            format!(
+                "The server threads' waits line up with the gaps: {covered} of the {} empty slices lie inside a wait of a worker blocked in {}.",
+                gaps.len(),
+                top.describe()
+            )
+        }
+        None => match c.offcpu() {
+            Some(_) => "No blocked wait of the workers covers them: look for what else stops the whole server (a stop signal, a cgroup freeze, a pause of the machine).".to_string(),
+            None => "Where the server's threads were is not known for this run (the off-CPU watch was off or not permitted): run again without --no-offcpu, as root or as the server's user, to name the call.".to_string(),
+        },
+    };
+    f.explanation = format!(
+        "The load kept {in_flight:.0} requests in flight, yet in {} slices of 100 ms not one response came back, while a typical slice had {typical}. The server stopped serving, not slowed down: the requests caught in a gap waited for it to end, the others were served at once — two modes, so the mean ({:.1} ms) describes no request. {how}",
+        gaps.len(),
+        r.latency.mean_us / 1e3
+    );
+    f.fix = match &lined {
+        Some((top, _)) => fix_for(c, top),
+        None => "find what stops the server's workers: the off-CPU watch (default; needs read access to /proc/PID/task/*/syscall), `strace -T -p PID`, or `loadlens run --profile` for the stacks".into(),
+    };
+    Some(f)
+}
+
 #[cfg(test)]
 mod tests {
     use crate::diagnose::testutil::{fires, fixture};
@@ -261,5 +384,32 @@ mod tests {
             s.max_us = s.p99_us;
         }
         assert!(!fires(&only_first, "event-loop-stall"));
+    }
+
+    /// The blocking-log Run: 12 slices without a response, each inside the worker's
+    /// wait in write() on the pipe, shown beneath worker-blocked; without the off-CPU
+    /// watch the slices alone are the bottleneck; after the fix, and in the mix's Runs
+    /// (2 empty slices of 61, 3%), nothing.
+    #[test]
+    fn gaps_in_the_slices_are_a_stall_lined_up_with_the_waits() {
+        let run = fixture("blocking-log-before");
+        let found = crate::diagnose::diagnose(&run);
+        let f = found.iter().find(|f| f.id == "server-stalled").unwrap();
+        assert_eq!(f.kind, crate::run::Kind::Info, "{f:?}");
+        assert!(f.title.contains("access.fifo"), "{}", f.title);
+        let mut blind = run.clone();
+        blind.evidence.as_mut().unwrap().offcpu = None;
+        let found = crate::diagnose::diagnose(&blind);
+        let f = found.iter().find(|f| f.id == "server-stalled").unwrap();
+        assert_eq!(f.kind, crate::run::Kind::Bottleneck, "{f:?}");
+        assert!(f.explanation.contains("describes no request"));
+        assert!(!fires(&fixture("blocking-log-after"), "server-stalled"));
+        assert!(!fires(&fixture("mix-before"), "server-stalled"));
+        // Fewer responses per slice than a gap can be told from: not a stall.
+        let mut slow = blind.clone();
+        for s in slow.results.slices.iter_mut() {
+            s.responses = s.responses.min(10);
+        }
+        assert!(!fires(&slow, "server-stalled"));
     }
 }

@@ -39,7 +39,7 @@ use super::stats::{ErrorKind, ThreadStats};
 use super::transport::Plain;
 use super::worker::{Loop, Overdue, Worker, SWEEP, TICK};
 use bufring::BufRing;
-use sys::{build, set_flag, sockaddr, GetEventsArg, OneShot};
+use sys::{build, no_iowait, set_flag, sockaddr, GetEventsArg, OneShot, ENTER_NO_IOWAIT};
 
 const CONNECT: u8 = 1;
 const RECV: u8 = 2;
@@ -123,6 +123,9 @@ struct Uring<'a> {
     armed: usize,
     /// The ring runs completions only when this thread waits (`sys::build`).
     deferred: bool,
+    /// The waits are entered with `IORING_ENTER_NO_IOWAIT` (`sys::ENTER_NO_IOWAIT`);
+    /// without it each wait's CPU is marked in `ThreadStats::iowait_cpus`.
+    no_iowait: bool,
     /// Slots inside a large body: at the next wait, the rest is discarded unread.
     discards: Vec<usize>,
     /// Per target (`Requests::len` of them): its last response had a large body, so its next
@@ -169,6 +172,7 @@ pub fn run(w: &Worker<Plain>) -> io::Result<ThreadStats> {
     let n = w.connections.max(1);
     let entries = (2 * n).next_power_of_two().clamp(64, 4096) as u32;
     let (ring, deferred) = build(entries, entries * 4)?;
+    let no_iowait = no_iowait(&ring);
     let count = n.next_power_of_two().clamp(16, 256) as u16;
     let bufs = BufRing::new(&ring.submitter(), count, BUFFER, 0)?;
     let (addr, addr_len) = sockaddr(w.addr);
@@ -180,6 +184,7 @@ pub fn run(w: &Worker<Plain>) -> io::Result<ThreadStats> {
         bufs,
         armed: 0,
         deferred,
+        no_iowait,
         discards: Vec::new(),
         large: vec![false; w.request.len()],
         addr,
@@ -348,10 +353,24 @@ impl Uring<'_> {
             ts: (&ts as *const types::Timespec) as u64,
         };
         let to_submit = self.ring.submission().len() as u32;
+        // IORING_ENTER_GETEVENTS | IORING_ENTER_EXT_ARG.
+        let mut flags = 1 | 8;
+        if self.no_iowait {
+            flags |= ENTER_NO_IOWAIT;
+        } else {
+            // This wait counts as iowait on the CPU the thread waits on: say which, so
+            // the report does not read loadlens's own waits as the disk's. getcpu is a
+            // vDSO call (no system call), once per loop iteration.
+            // SAFETY: no arguments, no memory.
+            let cpu = unsafe { libc::sched_getcpu() };
+            if cpu >= 0 {
+                self.lp.stats.mark_iowait_cpu(cpu as u32);
+            }
+        }
         unsafe {
             self.ring
                 .submitter()
-                .enter(to_submit, want, 1 | 8, Some(&arg))
+                .enter(to_submit, want, flags, Some(&arg))
         }
     }
 

@@ -78,6 +78,22 @@ pub(super) fn build(entries: u32, cq: u32) -> io::Result<(IoUring, bool)> {
     }
 }
 
+/// `IORING_ENTER_NO_IOWAIT` (Linux 6.15, `include/uapi/linux/io_uring.h`: `1U << 7`): the
+/// wait for completions is not accounted as iowait. Without it a thread parked in
+/// `io_uring_enter` counts as "waiting for I/O", so an idle client's CPU shows ~100%
+/// iowait in `/proc/stat` (and `mpstat`), which reads as a disk problem. Passed only
+/// where the ring's features include `IORING_FEAT_NO_IOWAIT` (older kernels reject
+/// unknown enter flags with EINVAL). The io-uring crate has the value but not as a
+/// public constant.
+pub(super) const ENTER_NO_IOWAIT: u32 = 1 << 7;
+
+/// Whether a ring may be entered with `ENTER_NO_IOWAIT`.
+/// `LOADLENS_IO_URING_IOWAIT=1` simulates a kernel without it (Linux < 6.15).
+pub(super) fn no_iowait(ring: &IoUring) -> bool {
+    ring.params().is_feature_no_iowait()
+        && std::env::var_os("LOADLENS_IO_URING_IOWAIT").is_none_or(|v| v == "0")
+}
+
 #[repr(C)]
 pub(super) struct GetEventsArg {
     pub(super) sigmask: u64,

@@ -21,6 +21,7 @@ use perf_event::{Builder, Clock, SampleFlag, Sampler};
 
 mod classify;
 pub mod sampled;
+mod syscalls;
 
 use super::profile::{fold, paranoid, permission, symbolize, threads, Names, Raw};
 use crate::run::{OffClass, OffCpu, OffProcess, OffStall, OffWait, Profile, STALL_MS};
@@ -130,10 +131,15 @@ impl Watch {
                         sampled::HZ
                     )),
                 )),
-                Err(why) => Err(format!("{e}; {why}")),
+                Err(why) => Err(format!("{e}; and {why}")),
             },
             Err(Refused::Other(e)) => Err(e),
         }
+    }
+
+    /// The threads' states sampled from `/proc` (no perf): what every run watches.
+    pub fn sampled(pids: &[i32]) -> Result<Watch, String> {
+        sampled::SampledWatch::start(&threads(pids)).map(Watch::Sampled)
     }
 
     /// Stops watching. `origin_ns`/`origin`: the watch's start on CLOCK_MONOTONIC and

@@ -14,12 +14,22 @@ use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
 use super::classify::why;
+use super::syscalls::{parse_syscall, syscall_name};
 use super::{takes_fd, MAX_STALLS, MAX_THREADS};
 use crate::run::{OffClass, OffCpu, OffProcess, OffStall, OffWait, Profile, KERNEL_SUFFIX};
 use crate::sys::thread_cpu::ThreadCpuSample;
 
-/// Samples per second of each thread's state.
+/// Samples per second of each thread's state, at most.
 pub const HZ: u32 = 100;
+/// The most CPU the sampling may use, percent of one core: it is on in every run, so it
+/// must cost the server's machine next to nothing. Each sample of a thread costs a few
+/// `/proc` reads (stat; for a waiting thread syscall, wchan and the fd's link): ~25 µs,
+/// so 100 Hz holds ≤ 1% for a handful of threads (measured: `bench/watch-overhead`);
+/// with more threads the rate is lowered each second to stay under it.
+pub const BUDGET_PCT: f64 = 1.0;
+/// The rate is never lowered below this: a wait of a few sample periods (≥ 100 ms here)
+/// is still seen as one.
+pub const MIN_HZ: u32 = 10;
 
 /// (pid, class, syscall, file, kernel function): what a sample found a thread in.
 type Key = (
@@ -33,6 +43,10 @@ type Key = (
 struct Thread {
     pid: i32,
     tid: i32,
+    /// Its `stat`, `syscall` and `wchan`, held open and read again from offset 0 at
+    /// each sample (a `/proc` file is generated anew at each read): one system call per
+    /// file instead of open, read and close.
+    files: Option<ProcFiles>,
     /// `schedstat` at the start: (ns on CPU, ns waiting for one).
     sched0: (u64, u64),
     /// The wait it is in: its key, since when (ns from the start), seen last.
@@ -49,6 +63,9 @@ struct Tally {
 
 #[derive(Default)]
 struct Gathered {
+    /// Samples taken, and the current period between them, ns.
+    samples: u64,
+    period_ns: f64,
     tally: BTreeMap<Key, Tally>,
     /// (key, tid, start ns, length ns) of waits ≥ the stall threshold.
     stalls: Vec<(Key, i32, u64, u64)>,
@@ -74,13 +91,14 @@ impl SampledWatch {
             let path = format!("/proc/{pid}/task/{tid}/syscall");
             if let Err(e) = std::fs::read_to_string(&path) {
                 return Err(format!(
-                    "nor may it read {path} ({e}): the server runs as another user; run loadlens as root, with CAP_PERFMON, or as the server's user"
+                    "{path} is not readable ({e}): the server runs as another user; run loadlens as root, with CAP_PERFMON, or as the server's user"
                 ));
             }
             watched.push(Thread {
                 pid,
                 tid,
                 sched0: schedstat(pid, tid).unwrap_or_default(),
+                files: ProcFiles::open(pid, tid),
                 current: None,
             });
         }
@@ -118,12 +136,26 @@ impl SampledWatch {
 
 fn sample(mut threads: Vec<Thread>, stop: &AtomicBool, started: Instant) -> Gathered {
     let cpu0 = ThreadCpuSample::now();
-    let period = Duration::from_secs(1) / HZ;
-    let mut g = Gathered::default();
+    let mut hz = HZ as f64;
+    let mut g = Gathered {
+        period_ns: 1e9 / hz,
+        ..Gathered::default()
+    };
     let mut next = started;
     let mut last_ns = 0;
+    // The budget's check: the CPU used since the last one, once a second.
+    let mut check = (Instant::now(), ThreadCpuSample::now());
     while !stop.load(Ordering::Relaxed) {
-        next += period;
+        if check.0.elapsed() >= Duration::from_secs(1) {
+            let used = ThreadCpuSample::now()
+                .since(&check.1, check.0.elapsed())
+                .busy_pct;
+            hz = rate_within_budget(hz, used);
+            g.period_ns = 1e9 / hz;
+            check = (Instant::now(), ThreadCpuSample::now());
+        }
+        g.samples += 1;
+        next += Duration::from_secs_f64(1.0 / hz);
         std::thread::sleep(next.saturating_duration_since(Instant::now()));
         let now_ns = started.elapsed().as_nanos() as u64;
         // The time this sample stands for: since the last one (a late wake-up counts
@@ -131,7 +163,10 @@ fn sample(mut threads: Vec<Thread>, stop: &AtomicBool, started: Instant) -> Gath
         let span = now_ns - last_ns;
         last_ns = now_ns;
         for t in threads.iter_mut() {
-            let key = waiting_in(t.pid, t.tid);
+            let key = match &mut t.files {
+                Some(f) => f.waiting_in(t.pid),
+                None => waiting_in(t.pid, t.tid),
+            };
             if t.current.as_ref().map(|c| &c.0) != key.as_ref() {
                 end_wait(&mut g, t);
             }
@@ -155,6 +190,19 @@ fn sample(mut threads: Vec<Thread>, stop: &AtomicBool, started: Instant) -> Gath
     g
 }
 
+/// The sampling rate for the next second, after the last one used `used_pct` of a core
+/// at `hz`: lowered in proportion (with a margin) when over the budget, raised back
+/// towards `HZ` when well under it, never below `MIN_HZ`.
+fn rate_within_budget(hz: f64, used_pct: f64) -> f64 {
+    let target = 0.8 * BUDGET_PCT;
+    let scaled = if used_pct > BUDGET_PCT || used_pct < 0.5 * target {
+        hz * target / used_pct.max(1e-3)
+    } else {
+        hz
+    };
+    scaled.clamp(MIN_HZ as f64, HZ as f64)
+}
+
 /// A wait has ended (the thread runs again or waits on something else): its length,
 /// kept one by one when long and delaying connections.
 fn end_wait(g: &mut Gathered, t: &mut Thread) {
@@ -168,31 +216,79 @@ fn end_wait(g: &mut Gathered, t: &mut Thread) {
     }
     // Seen in one sample, a wait may have been far shorter than the period it stands
     // for: one is kept as a stall only when samples saw it for the threshold's length.
-    let seen_ns = ns.saturating_sub(1_000_000_000 / HZ as u64);
+    let seen_ns = ns.saturating_sub(g.period_ns as u64);
     if key.1.blocks() && seen_ns as f64 >= crate::run::STALL_MS * 1e6 && g.stalls.len() < MAX_STALLS
     {
         g.stalls.push((key, t.tid, from, ns));
     }
 }
 
+/// A thread's `/proc` files, open, and the buffer they are read into.
+struct ProcFiles {
+    stat: std::fs::File,
+    syscall: std::fs::File,
+    wchan: std::fs::File,
+    buf: Vec<u8>,
+}
+
+impl ProcFiles {
+    fn open(pid: i32, tid: i32) -> Option<ProcFiles> {
+        let f = |name: &str| std::fs::File::open(format!("/proc/{pid}/task/{tid}/{name}")).ok();
+        Some(ProcFiles {
+            stat: f("stat")?,
+            syscall: f("syscall")?,
+            wchan: f("wchan")?,
+            buf: vec![0; 4096],
+        })
+    }
+
+    /// [`waiting_in`], from the open files.
+    fn waiting_in(&mut self, pid: i32) -> Option<Key> {
+        let stat = read_at0(&self.stat, &mut self.buf)?;
+        let state = state_of(&stat)?.to_string();
+        if state == "R" {
+            return None;
+        }
+        let syscall = read_at0(&self.syscall, &mut self.buf);
+        let wchan = read_at0(&self.wchan, &mut self.buf);
+        waiting(pid, &state, syscall, wchan)
+    }
+}
+
+/// The whole of a `/proc` file read from its start (they fit a page).
+fn read_at0(f: &std::fs::File, buf: &mut [u8]) -> Option<String> {
+    use std::os::unix::fs::FileExt;
+    let n = f.read_at(buf, 0).ok()?;
+    Some(String::from_utf8_lossy(&buf[..n]).into_owned())
+}
+
+/// A thread's state letter from its `stat`: it follows the command name, which is in
+/// parentheses and may hold any byte.
+fn state_of(stat: &str) -> Option<&str> {
+    stat.rsplit_once(')')?.1.split_whitespace().next()
+}
+
 /// What the thread is waiting in, or `None` when it is on a CPU or runnable (that time
 /// comes from `schedstat`).
 fn waiting_in(pid: i32, tid: i32) -> Option<Key> {
     let stat = std::fs::read_to_string(format!("/proc/{pid}/task/{tid}/stat")).ok()?;
-    // The state follows the command name, which is in parentheses and may hold any byte.
-    let state = stat.rsplit_once(')')?.1.split_whitespace().next()?;
+    let state = state_of(&stat)?;
     if state == "R" {
         return None;
     }
     let syscall = std::fs::read_to_string(format!("/proc/{pid}/task/{tid}/syscall")).ok();
+    let wchan = std::fs::read_to_string(format!("/proc/{pid}/task/{tid}/wchan")).ok();
+    waiting(pid, state, syscall, wchan)
+}
+
+/// What a thread in `state` (not running) waits in, from its `syscall` and `wchan`.
+fn waiting(pid: i32, state: &str, syscall: Option<String>, wchan: Option<String>) -> Option<Key> {
     let (nr, arg0) = syscall
         .as_deref()
         .map(parse_syscall)
         .unwrap_or((None, None));
     let name = nr.and_then(syscall_name);
-    let wchan = std::fs::read_to_string(format!("/proc/{pid}/task/{tid}/wchan"))
-        .ok()
-        .filter(|w| !w.is_empty() && w != "0");
+    let wchan = wchan.filter(|w| !w.is_empty() && w != "0");
     let file = arg0
         .filter(|_| takes_fd(name))
         .and_then(|fd| std::fs::read_link(format!("/proc/{pid}/fd/{fd}")).ok())
@@ -247,63 +343,6 @@ const IDLE_CALLS: [&str; 9] = [
     "io_uring_enter",
 ];
 
-/// `/proc/PID/task/TID/syscall`: "NR ARG0 … SP PC" in a call, "-1 SP PC" between
-/// calls, "running" on a CPU.
-fn parse_syscall(s: &str) -> (Option<i64>, Option<u64>) {
-    let mut f = s.split_whitespace();
-    let nr = f
-        .next()
-        .and_then(|n| n.parse::<i64>().ok())
-        .filter(|&n| n >= 0);
-    let arg0 = f
-        .next()
-        .and_then(|a| u64::from_str_radix(a.trim_start_matches("0x"), 16).ok());
-    (nr, arg0)
-}
-
-/// The calls a server thread waits in, by number on this architecture.
-fn syscall_name(nr: i64) -> Option<&'static str> {
-    Some(match nr {
-        libc::SYS_read => "read",
-        libc::SYS_write => "write",
-        libc::SYS_readv => "readv",
-        libc::SYS_writev => "writev",
-        libc::SYS_pread64 => "pread64",
-        libc::SYS_pwrite64 => "pwrite64",
-        libc::SYS_fsync => "fsync",
-        libc::SYS_fdatasync => "fdatasync",
-        libc::SYS_sendto => "sendto",
-        libc::SYS_recvfrom => "recvfrom",
-        libc::SYS_sendmsg => "sendmsg",
-        libc::SYS_recvmsg => "recvmsg",
-        libc::SYS_sendfile => "sendfile64",
-        libc::SYS_connect => "connect",
-        libc::SYS_accept4 => "accept4",
-        libc::SYS_epoll_pwait => "epoll_pwait",
-        libc::SYS_ppoll => "ppoll",
-        libc::SYS_pselect6 => "pselect6",
-        libc::SYS_futex => "futex",
-        libc::SYS_clock_nanosleep => "clock_nanosleep",
-        libc::SYS_nanosleep => "nanosleep",
-        libc::SYS_openat => "openat",
-        libc::SYS_flock => "flock",
-        libc::SYS_io_uring_enter => "io_uring_enter",
-        libc::SYS_wait4 => "wait4",
-        libc::SYS_rt_sigsuspend => "rt_sigsuspend",
-        #[cfg(target_arch = "x86_64")]
-        libc::SYS_epoll_wait => "epoll_wait",
-        #[cfg(target_arch = "x86_64")]
-        libc::SYS_accept => "accept",
-        #[cfg(target_arch = "x86_64")]
-        libc::SYS_poll => "poll",
-        #[cfg(target_arch = "x86_64")]
-        libc::SYS_select => "select",
-        #[cfg(target_arch = "x86_64")]
-        libc::SYS_pause => "pause",
-        _ => return None,
-    })
-}
-
 /// `schedstat`: (ns on a CPU, ns runnable waiting for one).
 fn schedstat(pid: i32, tid: i32) -> Option<(u64, u64)> {
     let s = std::fs::read_to_string(format!("/proc/{pid}/task/{tid}/schedstat")).ok()?;
@@ -354,7 +393,7 @@ fn summarize(g: Gathered, per_pid: &BTreeMap<i32, u32>, duration_s: f64, shift_s
         duration_s,
         lost: 0,
         watch_cpu_pct: g.cpu_pct,
-        sampled_hz: Some(HZ),
+        sampled_hz: Some(((g.samples as f64 / duration_s.max(1e-9)).round() as u32).clamp(1, HZ)),
         processes: ms
             .into_iter()
             .map(|(pid, ms)| OffProcess {
@@ -430,6 +469,19 @@ mod tests {
         assert_eq!(classify(1, "D", None, None, None).1, OffClass::Disk);
     }
 
+    /// The rate follows the budget: lowered in proportion when over it, never below
+    /// `MIN_HZ`; raised back when far under it, never above `HZ`.
+    #[test]
+    fn the_sampling_rate_stays_within_its_cpu_budget() {
+        assert_eq!(rate_within_budget(100.0, 0.5), 100.0);
+        let lowered = rate_within_budget(100.0, 4.0);
+        assert!((19.0..=21.0).contains(&lowered), "{lowered}");
+        assert_eq!(rate_within_budget(100.0, 400.0), MIN_HZ as f64);
+        assert_eq!(rate_within_budget(20.0, 0.1), HZ as f64);
+        let back = rate_within_budget(20.0, 0.3);
+        assert!(back > 20.0 && back <= HZ as f64, "{back}");
+    }
+
     /// This process's own thread blocked writing a full pipe is sampled there: the call,
     /// the pipe and a wait of about the time it blocked.
     #[test]
@@ -472,7 +524,8 @@ mod tests {
         }
         writer.join().unwrap();
         let off = watch.finish(origin);
-        assert_eq!(off.sampled_hz, Some(HZ));
+        let hz = off.sampled_hz.unwrap();
+        assert!((MIN_HZ..=HZ).contains(&hz), "{hz} Hz");
         let wait = off
             .waits
             .iter()
