@@ -173,6 +173,7 @@ pub fn merge(parts: Vec<Part>, reasons: &BTreeMap<u32, String>) -> anyhow::Resul
         merged: Some(merged),
         objectives: Vec::new(),
         trust: None,
+        tune: None,
     })
 }
 

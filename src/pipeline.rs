@@ -88,6 +88,7 @@ pub fn measure(
         merged: None,
         objectives: Vec::new(),
         trust: None,
+        tune: None,
     };
     run.findings = crate::diagnose::diagnose(&run);
     Ok(run)

@@ -14,6 +14,7 @@ mod progress;
 mod ray;
 mod run;
 mod sweep;
+mod tune;
 mod watch;
 
 use std::io::Write;
@@ -55,6 +56,10 @@ enum Command {
     /// --connreqs, -R, URLs) as a table; or, with --ceiling --slo, the highest rate
     /// that meets a latency objective.
     Sweep(Box<sweep::SweepArgs>),
+    /// Find the bottleneck and the change to its server's config that answers it, shown
+    /// as a diff; with --apply, write it, reload, prove it by A/B pairs under the same
+    /// load, and keep it only for a significant gain (otherwise put it back).
+    Tune(Box<tune::TuneArgs>),
     /// Render a Run saved with `--json` again.
     Report(ReportArgs),
     /// Turn a recording into a --targets file (`import har FILE`: a browser's HAR).
@@ -119,6 +124,7 @@ pub fn main() -> anyhow::Result<ExitCode> {
     let res = match cli.command {
         Command::Run(a) if a.ray.address.is_some() => ray::cmd(*a),
         Command::Run(a) => run::cmd(*a),
+        Command::Tune(a) => tune::cmd(*a),
         Command::Report(a) => cmd_report(a),
         Command::Lab(c) => lab::cmd(c),
         Command::Import(c) => import::cmd(c),

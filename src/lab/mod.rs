@@ -11,6 +11,7 @@ pub mod servers;
 pub mod ssh;
 pub mod testbed;
 pub mod time_scenarios;
+pub mod tune;
 pub mod world;
 
 pub use time_scenarios::BUSY_LOOP;
