@@ -133,7 +133,7 @@ pub fn tune(name: &str, o: &TuneOptions) -> anyhow::Result<u8> {
         crate::tune::live::serving(&url).map_err(|e| format!("{e:#}"))
     })?;
     match serves {
-        Ok(()) => println!("lab: the server serves {}", setup.url),
+        Ok(code) => println!("lab: the server serves {} (status {code})", setup.url),
         Err(e) => println!("lab: the server does NOT serve: {e}"),
     }
     let code = status.code().map(|c| c as u8).unwrap_or_else(|| {

@@ -88,9 +88,17 @@ fn run(cmd: &[String], limit: Duration) -> anyhow::Result<()> {
     Ok(())
 }
 
-/// The server's own test of `file` as process `pid` would read it.
+/// The server's own test of `file` as process `pid` would read it, in the server's
+/// network namespace: `nginx -t` binds its `listen` addresses, which exist only there
+/// when the server lives in a namespace of its own.
 pub fn config_test(s: &dyn Server, pid: i32, file: &Path) -> anyhow::Result<()> {
-    let cmd = s.test_command(pid, file)?;
+    let mut cmd = s.test_command(pid, file)?;
+    let ns = |p: &str| std::fs::read_link(format!("/proc/{p}/ns/net")).ok();
+    if ns(&pid.to_string()) != ns("self") {
+        let mut enter = vec!["nsenter".to_string(), format!("--net=/proc/{pid}/ns/net")];
+        enter.append(&mut cmd);
+        cmd = enter;
+    }
     run(&cmd, Duration::from_secs(20)).context("the config test failed")
 }
 
@@ -146,8 +154,9 @@ pub fn reload(s: &dyn Server, pid: i32) -> anyhow::Result<()> {
     }
 }
 
-/// A GET of `url` answered with a status below 500, within a few seconds (retried).
-pub fn serving(url: &str) -> anyhow::Result<()> {
+/// A GET of `url` answered (any status: a 502 of a proxy whose upstream is the fault
+/// still says the server is up), within a few seconds (retried). The status.
+pub fn serving(url: &str) -> anyhow::Result<u16> {
     let u = url::Url::parse(url).context("the URL")?;
     let addrs: Vec<std::net::SocketAddr> = u
         .socket_addrs(|| None)
@@ -164,10 +173,10 @@ pub fn serving(url: &str) -> anyhow::Result<()> {
     let t0 = Instant::now();
     let mut last = String::new();
     while t0.elapsed() < Duration::from_secs(8) {
-        let attempt = || -> anyhow::Result<()> {
+        let attempt = || -> anyhow::Result<u16> {
             let mut c = std::net::TcpStream::connect_timeout(&addr, Duration::from_secs(2))?;
             if https {
-                return Ok(()); // accepting connections; TLS is the load's to check
+                return Ok(0); // accepting connections; TLS is the load's to check
             }
             c.set_read_timeout(Some(Duration::from_secs(3)))?;
             write!(
@@ -182,13 +191,10 @@ pub fn serving(url: &str) -> anyhow::Result<()> {
                 .nth(1)
                 .and_then(|c| c.parse().ok())
                 .ok_or_else(|| anyhow::anyhow!("no HTTP status line"))?;
-            if code >= 500 {
-                bail!("answered {code}");
-            }
-            Ok(())
+            Ok(code)
         };
         match attempt() {
-            Ok(()) => return Ok(()),
+            Ok(code) => return Ok(code),
             Err(e) => last = format!("{e:#}"),
         }
         std::thread::sleep(Duration::from_millis(200));

@@ -319,7 +319,7 @@ fn make_live(c: &Change, side: Side, url: &str) -> anyhow::Result<()> {
     for t in &reload {
         live::reload(t.server, t.pid)?;
     }
-    live::serving(url)
+    live::serving(url).map(|_| ())
 }
 
 /// Puts the old side back after a failure or a signal: every file byte for byte, each
