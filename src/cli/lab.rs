@@ -83,6 +83,11 @@ pub struct LabTuneArgs {
     /// Write the tune session's Run as JSON to FILE.
     #[arg(long, value_name = "FILE")]
     json: Option<PathBuf>,
+    /// What each load is judged by (tune's --objective) [default: the one that measures
+    /// the scenario's fault: p99 for a listen queue, 'errors<1%' for a connection or
+    /// open-files limit, throughput otherwise].
+    #[arg(long)]
+    objective: Option<String>,
     /// Without --apply: show the change, write nothing.
     #[arg(long)]
     dry_run: bool,
@@ -102,6 +107,7 @@ pub fn cmd(c: LabCommand) -> anyhow::Result<ExitCode> {
                 try_change: a.try_change,
                 pairs: a.pairs,
                 json: a.json,
+                objective: a.objective,
                 dry_run: a.dry_run,
                 verbose: a.verbose,
             };

@@ -41,8 +41,7 @@ impl Server for Apache {
         let mut blocks: Vec<String> = Vec::new();
         for (start, line) in super::lines(text) {
             let t = line.trim();
-            if let Some(close) = t.strip_prefix("</") {
-                let _ = close;
+            if t.starts_with("</") {
                 blocks.pop();
                 continue;
             }

@@ -177,7 +177,7 @@ mod tests {
         let t = add(&PhpFpm, CONF, "app", "pm.max_requests", "500").unwrap();
         assert_eq!(
             t,
-            format!("{CONF}").replace(
+            CONF.replace(
                 "start_servers = 2\n",
                 "start_servers = 2\npm.max_requests = 500\n"
             )

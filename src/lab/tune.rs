@@ -21,9 +21,24 @@ pub struct TuneOptions {
     pub pairs: u32,
     /// Write the session's Run here.
     pub json: Option<PathBuf>,
+    /// `--objective`; by default the one that measures the scenario's fault (see
+    /// [`objective`]).
+    pub objective: Option<String>,
     /// Dry run: tune without `--apply`.
     pub dry_run: bool,
     pub verbose: bool,
+}
+
+/// What measures a fault's harm, by the finding it produces: a listen queue that
+/// overflows costs SYN retransmits (a second each: the tail, not the rate); a connection
+/// or open-files limit costs failed requests. Anything else: throughput, tune's
+/// default.
+pub fn objective(expected_finding: &str) -> Option<&'static str> {
+    match expected_finding {
+        "listen-queue-overflow" => Some("p99"),
+        "connection-limit" | "fd-limit" => Some("errors<1%"),
+        _ => None,
+    }
 }
 
 /// Every config file of the world (`*.conf`, `*.cfg`) and its bytes.
@@ -79,6 +94,10 @@ pub fn tune(name: &str, o: &TuneOptions) -> anyhow::Result<u8> {
         .args(&setup.args);
     if !o.dry_run {
         cmd.arg("--apply");
+    }
+    let objective = o.objective.as_deref().or(objective(sc.expected_finding));
+    if let Some(obj) = objective {
+        cmd.args(["--objective", obj]);
     }
     if let Some(t) = &o.try_change {
         cmd.args(["--try", t]);

@@ -237,8 +237,10 @@ pub fn tune(
     Ok((run, outcome))
 }
 
-/// The first bottleneck finding that has a typed change (and was not tried yet); the
-/// ones before it said. No bottleneck: nothing to do.
+/// The first finding that has a typed change (and was not tried yet): bottlenecks
+/// first, then the rest in their rank (a server whose CPU is used up may be ranked below
+/// the wait for a CPU another process caused); the bottlenecks passed over are said.
+/// None at all: nothing to do.
 fn next_plan(
     run: &Run,
     tried: &BTreeSet<String>,
@@ -249,7 +251,12 @@ fn next_plan(
         allow_sysctl: opts.allow_sysctl,
     };
     let mut skipped: Vec<String> = Vec::new();
-    for f in run.findings.iter().filter(|f| f.kind == Kind::Bottleneck) {
+    let ranked = run
+        .findings
+        .iter()
+        .filter(|f| f.kind == Kind::Bottleneck)
+        .chain(run.findings.iter().filter(|f| f.kind != Kind::Bottleneck));
+    for f in ranked {
         if tried.contains(&f.id) {
             continue;
         }
@@ -260,7 +267,8 @@ fn next_plan(
                 }
                 return Ok(Plan::Change(c));
             }
-            Plan::Nothing(why) => skipped.push(why),
+            Plan::Nothing(why) if f.kind == Kind::Bottleneck => skipped.push(why),
+            Plan::Nothing(_) => {}
         }
     }
     Ok(Plan::Nothing(skipped.into_iter().next().unwrap_or_else(
