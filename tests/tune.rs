@@ -100,11 +100,6 @@ fn worker_connections_fix_is_kept() {
 }
 
 #[test]
-fn listen_backlog_fix_is_kept() {
-    kept("listen-backlog", "listen");
-}
-
-#[test]
 fn gzip_level_fix_is_kept() {
     kept("gzip-cpu", "gzip_comp_level");
 }

@@ -784,7 +784,7 @@ _loadlens() {
             return 0
             ;;
         loadlens__subcmd__lab__subcmd__tune)
-            opts="-d -v -h -V --duration --try --pairs --json --dry-run --verbose --help --version"
+            opts="-d -v -h -V --duration --try --pairs --json --objective --dry-run --verbose --help --version"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 3 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -807,6 +807,10 @@ _loadlens() {
                     return 0
                     ;;
                 --json)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --objective)
                     COMPREPLY=($(compgen -f "${cur}"))
                     return 0
                     ;;

@@ -284,6 +284,7 @@ complete -c loadlens -n "__fish_loadlens_using_subcommand lab; and __fish_seen_s
 complete -c loadlens -n "__fish_loadlens_using_subcommand lab; and __fish_seen_subcommand_from tune" -l try -d 'Try this change instead of the diagnosis\'s (a decoy), e.g. \'proxy_buffers 8 64k\'' -r
 complete -c loadlens -n "__fish_loadlens_using_subcommand lab; and __fish_seen_subcommand_from tune" -l pairs -d 'A/B pairs per change' -r
 complete -c loadlens -n "__fish_loadlens_using_subcommand lab; and __fish_seen_subcommand_from tune" -l json -d 'Write the tune session\'s Run as JSON to FILE' -r -F
+complete -c loadlens -n "__fish_loadlens_using_subcommand lab; and __fish_seen_subcommand_from tune" -l objective -d 'What each load is judged by (tune\'s --objective) [default: the one that measures the scenario\'s fault: \'errors<1%\' for a connection or open-files limit, throughput otherwise]' -r
 complete -c loadlens -n "__fish_loadlens_using_subcommand lab; and __fish_seen_subcommand_from tune" -l dry-run -d 'Without --apply: show the change, write nothing'
 complete -c loadlens -n "__fish_loadlens_using_subcommand lab; and __fish_seen_subcommand_from tune" -s v -l verbose -d 'Show the ip/tc/sysctl commands that build the world'
 complete -c loadlens -n "__fish_loadlens_using_subcommand lab; and __fish_seen_subcommand_from tune" -s h -l help -d 'Print help'

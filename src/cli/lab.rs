@@ -84,8 +84,8 @@ pub struct LabTuneArgs {
     #[arg(long, value_name = "FILE")]
     json: Option<PathBuf>,
     /// What each load is judged by (tune's --objective) [default: the one that measures
-    /// the scenario's fault: p99 for a listen queue, 'errors<1%' for a connection or
-    /// open-files limit, throughput otherwise].
+    /// the scenario's fault: 'errors<1%' for a connection or open-files limit, throughput
+    /// otherwise].
     #[arg(long)]
     objective: Option<String>,
     /// Without --apply: show the change, write nothing.
