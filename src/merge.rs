@@ -175,6 +175,7 @@ pub fn merge(parts: Vec<Part>, reasons: &BTreeMap<u32, String>) -> anyhow::Resul
         trust: None,
         probes: Vec::new(),
         path: None,
+        tune: None,
     })
 }
 

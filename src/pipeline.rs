@@ -119,6 +119,7 @@ pub fn measure(
         trust: None,
         probes: Vec::new(),
         path: None,
+        tune: None,
     };
     run.findings = crate::diagnose::diagnose(&run);
     if job.probe == Probing::WhenUnsure && !stop.load(Ordering::Relaxed) && unsure(&run) {

@@ -17,6 +17,9 @@ pub enum LabCommand {
     List,
     /// Build a scenario's world, load it, and with --fix show before/after.
     Run(LabRunArgs),
+    /// Build a scenario's fault and run `loadlens tune --apply` against it: it must find,
+    /// apply and keep the scenario's own fix (or, with --try, revert a decoy).
+    Tune(LabTuneArgs),
     /// Build a scenario's world and open a shell in its client namespace.
     Shell {
         /// Scenario name (see `loadlens lab list`).
@@ -76,11 +79,63 @@ fn parse_param(s: &str) -> Result<(String, String), String> {
     }
 }
 
+#[derive(Args, Debug)]
+pub struct LabTuneArgs {
+    /// Scenario name (see `loadlens lab list`).
+    name: String,
+    /// Length of each load (the baseline and each side of each pair).
+    #[arg(short = 'd', long, value_parser = parse_duration, allow_hyphen_values = true, default_value = "3s")]
+    duration: Duration,
+    /// Try this change instead of the diagnosis's (a decoy), e.g. 'proxy_buffers 8 64k'.
+    #[arg(long = "try", value_name = "'DIRECTIVE VALUE'")]
+    try_change: Option<String>,
+    /// A/B pairs per change.
+    #[arg(long, default_value = "5", value_name = "N")]
+    pairs: u32,
+    /// Write the tune session's Run as JSON to FILE.
+    #[arg(long, value_name = "FILE")]
+    json: Option<PathBuf>,
+    /// What each load is judged by (tune's --objective) [default: the one that measures
+    /// the scenario's fault: 'errors<1%' for a connection or open-files limit, throughput
+    /// otherwise].
+    #[arg(long)]
+    objective: Option<String>,
+    /// Without --apply: show the change, write nothing.
+    #[arg(long)]
+    dry_run: bool,
+    /// Show the ip/tc/sysctl commands that build the world.
+    #[arg(short = 'v', long)]
+    verbose: bool,
+}
+
 pub fn cmd(c: LabCommand) -> anyhow::Result<ExitCode> {
     let mut out = std::io::stdout().lock();
     match c {
         LabCommand::List => out.write_all(lab::list().as_bytes())?,
         LabCommand::Shell { name, verbose } => lab::shell(&name, verbose)?,
+        LabCommand::Tune(a) => {
+            let o = lab::tune::TuneOptions {
+                duration: a.duration,
+                try_change: a.try_change,
+                pairs: a.pairs,
+                json: a.json,
+                objective: a.objective,
+                dry_run: a.dry_run,
+                verbose: a.verbose,
+            };
+            let sc = lab::find(&a.name)?;
+            out.write_all(
+                format!(
+                    "scenario {}: {}\n  fault:  {}\n  fix:    {}\n",
+                    sc.name, sc.summary, sc.fault, sc.fix
+                )
+                .as_bytes(),
+            )?;
+            out.flush()?;
+            drop(out);
+            let code = lab::tune::tune(&a.name, &o)?;
+            return Ok(ExitCode::from(code));
+        }
         LabCommand::Run(a) => {
             let opts = lab::LabOptions {
                 fix: a.fix,

@@ -16,6 +16,7 @@ mod progress;
 mod ray;
 mod run;
 mod sweep;
+mod tune;
 mod watch;
 
 use std::io::Write;
@@ -57,6 +58,10 @@ enum Command {
     /// --connreqs, -R, URLs) as a table; or, with --ceiling --slo, the highest rate
     /// that meets a latency objective.
     Sweep(Box<sweep::SweepArgs>),
+    /// Find the bottleneck and the change to its server's config that answers it, shown
+    /// as a diff; with --apply, write it, reload, prove it by A/B pairs under the same
+    /// load, and keep it only for a significant gain (otherwise put it back).
+    Tune(Box<tune::TuneArgs>),
     /// Render a Run saved with `--json` again.
     Report(ReportArgs),
     /// Runs kept with `--save`: a test's series with its change points (E-divisive
@@ -130,6 +135,7 @@ pub fn main() -> anyhow::Result<ExitCode> {
     let res = match cli.command {
         Command::Run(a) if a.ray.address.is_some() => ray::cmd(*a),
         Command::Run(a) => run::cmd(*a),
+        Command::Tune(a) => tune::cmd(*a),
         Command::Report(a) => cmd_report(a),
         Command::History(a) => history::cmd(a),
         Command::Lab(c) => lab::cmd(c),

@@ -13,6 +13,7 @@ pub mod ssh;
 pub mod tail_scenarios;
 pub mod testbed;
 pub mod time_scenarios;
+pub mod tune;
 pub mod world;
 
 pub use time_scenarios::BUSY_LOOP;

@@ -30,6 +30,7 @@ pub mod repeat;
 pub mod sweep;
 pub mod terminal;
 pub mod time;
+pub mod tune;
 
 use std::io::Write;
 use std::path::PathBuf;

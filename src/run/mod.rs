@@ -27,6 +27,7 @@ mod segment;
 mod slo;
 mod sweep;
 mod topology;
+mod tune;
 
 use anyhow::Context;
 use serde::{Deserialize, Serialize};
@@ -58,6 +59,7 @@ pub use segment::{Merged, Segment, SegmentPart};
 pub use slo::{ObjectiveResult, Trust};
 pub use sweep::{Ceiling, Cell, Dim, Step, Sweep, SWEEP_SCHEMA_VERSION};
 pub use topology::{Listener, Role, ServerConfig, ServerKind, ServerProcess, Tier, Topology};
+pub use tune::{Decision, Gain, LoadSummary, TuneEdit, TunePair, TuneSession, TuneStep};
 
 /// Version of the JSON layout below.
 pub const SCHEMA_VERSION: u32 = 1;
@@ -123,6 +125,10 @@ pub struct Run {
     /// when the server was not watched.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub path: Option<RequestPath>,
+    /// `loadlens tune`: the changes tried on the server from this baseline, each tested
+    /// by A/B pairs, and what was kept. Absent for other runs.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tune: Option<TuneSession>,
 }
 
 impl Run {

@@ -1,0 +1,273 @@
+//! nginx: `name args;` statements in `{}` blocks, `#` comments, quoted strings; the
+//! config file from the master's command line (`-c`, relative to `-p`); `nginx -t` with
+//! the master's own binary and flags; HUP to the master (new workers start with the new
+//! configuration, the old ones finish their requests and exit).
+
+use std::path::{Path, PathBuf};
+
+use super::{arg_after, exe, Found, Server};
+use crate::run::ServerKind;
+
+pub struct Nginx;
+
+/// The master's command line, its title split again: the master rewrites its argv to
+/// "nginx: master process nginx -c FILE ..." (paths with spaces are not kept).
+fn args(pid: i32) -> anyhow::Result<Vec<String>> {
+    let mut args = crate::sys::procfs::read_cmdline(pid)
+        .map_err(|e| anyhow::anyhow!("cannot read /proc/{pid}/cmdline: {e}"))?;
+    if let Some(rest) = args
+        .first()
+        .and_then(|a| a.strip_prefix("nginx: master process "))
+    {
+        args = rest.split_whitespace().map(String::from).collect();
+    }
+    if args.first().is_some_and(|a| a.starts_with("nginx: worker")) {
+        anyhow::bail!("pid {pid} is an nginx worker: give the master's pid (--server-pid)");
+    }
+    Ok(args)
+}
+
+impl Server for Nginx {
+    fn kind(&self) -> ServerKind {
+        ServerKind::Nginx
+    }
+
+    fn config_file(&self, pid: i32) -> anyhow::Result<PathBuf> {
+        let a = args(pid)?;
+        let prefix = arg_after(&a, "-p");
+        Ok(match arg_after(&a, "-c") {
+            Some(c) if c.starts_with('/') => PathBuf::from(c),
+            Some(c) => Path::new(prefix.as_deref().unwrap_or("/etc/nginx")).join(c),
+            None => PathBuf::from("/etc/nginx/nginx.conf"),
+        })
+    }
+
+    fn scan(&self, text: &str) -> Vec<Found> {
+        scan(text)
+    }
+
+    fn insert(&self, text: &str, block: &str, name: &str, value: &str) -> Option<(usize, String)> {
+        let close = block_close(text, block)?;
+        // After the block's last statement: on its line when the block is one line.
+        let body = &text[..close];
+        let last = body.rfind([';', '{', '}'])?;
+        let at = last + 1;
+        let one_line = !text[at..close].contains('\n');
+        Some(if one_line {
+            (at, format!(" {name} {value};"))
+        } else {
+            let indent = super::indent_at(text, last).to_string();
+            (at, format!("\n{indent}{name} {value};"))
+        })
+    }
+
+    fn test_command(&self, pid: i32, file: &Path) -> anyhow::Result<Vec<String>> {
+        let a = args(pid)?;
+        let mut cmd = vec![exe(pid)?, "-t".to_string()];
+        // Not `-g`: the title split its words apart, and a test needs no global
+        // directives given on the command line.
+        for flag in ["-p", "-e"] {
+            if let Some(v) = arg_after(&a, flag) {
+                cmd.push(flag.into());
+                cmd.push(v);
+            }
+        }
+        cmd.push("-c".into());
+        cmd.push(file.display().to_string());
+        Ok(cmd)
+    }
+
+    fn reload_signal(&self, pid: i32) -> anyhow::Result<i32> {
+        args(pid)?;
+        Ok(libc::SIGHUP)
+    }
+}
+
+/// Every statement of an nginx config, with the blocks around it. Block labels are the
+/// words before `{` joined by a space (`upstream app`, `location /`).
+pub fn scan(text: &str) -> Vec<Found> {
+    let b = text.as_bytes();
+    let mut out = Vec::new();
+    let mut blocks: Vec<String> = Vec::new();
+    // The words of the statement being read: (start, end) byte ranges.
+    let mut words: Vec<(usize, usize)> = Vec::new();
+    let mut i = 0;
+    while i < b.len() {
+        match b[i] {
+            b'#' => {
+                while i < b.len() && b[i] != b'\n' {
+                    i += 1;
+                }
+            }
+            c if c.is_ascii_whitespace() => i += 1,
+            b';' => {
+                if let Some(&(s, e)) = words.first() {
+                    let (vs, ve) = match (words.get(1), words.last()) {
+                        (Some(&(vs, _)), Some(&(_, ve))) => (vs, ve),
+                        _ => (i, i),
+                    };
+                    out.push(Found {
+                        name: text[s..e].to_string(),
+                        value: text[vs..ve].to_string(),
+                        range: vs..ve,
+                        block: blocks.clone(),
+                    });
+                }
+                words.clear();
+                i += 1;
+            }
+            b'{' => {
+                let label: Vec<&str> = words.iter().map(|&(s, e)| &text[s..e]).collect();
+                blocks.push(label.join(" "));
+                words.clear();
+                i += 1;
+            }
+            b'}' => {
+                blocks.pop();
+                words.clear();
+                i += 1;
+            }
+            q @ (b'"' | b'\'') => {
+                let s = i;
+                i += 1;
+                while i < b.len() && b[i] != q {
+                    if b[i] == b'\\' {
+                        i += 1;
+                    }
+                    i += 1;
+                }
+                i = (i + 1).min(b.len());
+                words.push((s, i));
+            }
+            _ => {
+                let s = i;
+                while i < b.len()
+                    && !b[i].is_ascii_whitespace()
+                    && !matches!(b[i], b';' | b'{' | b'}')
+                {
+                    i += 1;
+                }
+                words.push((s, i));
+            }
+        }
+    }
+    out
+}
+
+/// The byte of the `}` closing the first block labelled `label`.
+fn block_close(text: &str, label: &str) -> Option<usize> {
+    let b = text.as_bytes();
+    let mut depth_of_target: Option<usize> = None;
+    let mut depth = 0usize;
+    let mut words: Vec<(usize, usize)> = Vec::new();
+    let mut i = 0;
+    while i < b.len() {
+        match b[i] {
+            b'#' => {
+                while i < b.len() && b[i] != b'\n' {
+                    i += 1;
+                }
+            }
+            c if c.is_ascii_whitespace() => i += 1,
+            b';' => {
+                words.clear();
+                i += 1;
+            }
+            b'{' => {
+                depth += 1;
+                let l: Vec<&str> = words.iter().map(|&(s, e)| &text[s..e]).collect();
+                if depth_of_target.is_none() && l.join(" ") == label {
+                    depth_of_target = Some(depth);
+                }
+                words.clear();
+                i += 1;
+            }
+            b'}' => {
+                if depth_of_target == Some(depth) {
+                    return Some(i);
+                }
+                depth = depth.saturating_sub(1);
+                words.clear();
+                i += 1;
+            }
+            q @ (b'"' | b'\'') => {
+                let s = i;
+                i += 1;
+                while i < b.len() && b[i] != q {
+                    if b[i] == b'\\' {
+                        i += 1;
+                    }
+                    i += 1;
+                }
+                i = (i + 1).min(b.len());
+                words.push((s, i));
+            }
+            _ => {
+                let s = i;
+                while i < b.len()
+                    && !b[i].is_ascii_whitespace()
+                    && !matches!(b[i], b';' | b'{' | b'}')
+                {
+                    i += 1;
+                }
+                words.push((s, i));
+            }
+        }
+    }
+    None
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::kinds::{add, find, set};
+
+    const CONF: &str = "worker_processes 1;\n# worker_connections 1;\nevents { worker_connections 64; }\nhttp {\n    upstream app { server 127.0.0.1:8081; }\n    server {\n        listen 10.77.0.2:8080 backlog=10;\n        location / { proxy_pass http://app; add_header X \"a;b\"; }\n    }\n}\n";
+
+    #[test]
+    fn scans_statements_in_their_blocks() {
+        let f = find(&Nginx, CONF, "worker_connections", None);
+        assert_eq!(f.len(), 1, "the commented one is not a directive");
+        assert_eq!(f[0].value, "64");
+        assert_eq!(f[0].block, vec!["events"]);
+        let l = find(&Nginx, CONF, "listen", None);
+        assert_eq!(l[0].value, "10.77.0.2:8080 backlog=10");
+        assert_eq!(l[0].block, vec!["http", "server"]);
+        let h = find(&Nginx, CONF, "add_header", None);
+        assert_eq!(h[0].value, "X \"a;b\"", "a quoted ; ends nothing");
+        assert_eq!(
+            find(&Nginx, CONF, "server", Some("8081"))[0].block,
+            vec!["http", "upstream app"]
+        );
+    }
+
+    #[test]
+    fn an_edit_changes_only_the_value() {
+        let (t, old) = set(&Nginx, CONF, "worker_connections", None, "4096").unwrap();
+        assert_eq!(old, "64");
+        assert_eq!(t, CONF.replace("connections 64;", "connections 4096;"));
+        let (t, _) = set(
+            &Nginx,
+            CONF,
+            "listen",
+            Some(":8080"),
+            "10.77.0.2:8080 backlog=4096",
+        )
+        .unwrap();
+        assert_eq!(t, CONF.replace("backlog=10", "backlog=4096"));
+        assert!(set(&Nginx, CONF, "gzip_comp_level", None, "1").is_none());
+    }
+
+    #[test]
+    fn adds_to_a_block_on_one_line_or_many() {
+        let t = add(&Nginx, CONF, "upstream app", "keepalive", "32").unwrap();
+        assert_eq!(t, CONF.replace("8081; }", "8081; keepalive 32; }"));
+        let multi = "http {\n    upstream app {\n        server a:1;\n    }\n}\n";
+        let t = add(&Nginx, multi, "upstream app", "keepalive", "32").unwrap();
+        assert_eq!(
+            t,
+            "http {\n    upstream app {\n        server a:1;\n        keepalive 32;\n    }\n}\n"
+        );
+        assert!(add(&Nginx, CONF, "upstream other", "keepalive", "32").is_none());
+    }
+}

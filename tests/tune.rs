@@ -1,0 +1,222 @@
+//! `loadlens tune` against real servers, each in its own lab world (`loadlens lab tune`,
+//! network namespaces it creates and removes): the scenario's own fix found, applied
+//! and kept with a significant gain; a decoy reverted with the file byte-identical; a
+//! change failing the config test put back; SIGTERM in the middle of a pair; a dry run
+//! that writes nothing. The faults are decisive (tenfold), so the decisions do not
+//! depend on the machine's speed; the assertions are on what tune did and what the lab
+//! found afterwards (the files' bytes and mtimes, a request served).
+
+mod common;
+
+use std::io::{BufRead, BufReader};
+use std::process::Stdio;
+use std::time::Duration;
+
+use common::{loadlens, output_within, skip_or_fail};
+use serde_json::Value;
+
+/// A tune session is loads of a few seconds each: far below this unless it hangs.
+const BOUND: Duration = Duration::from_secs(300);
+
+fn ready() -> bool {
+    if unsafe { libc::geteuid() } != 0 {
+        skip_or_fail("lab tune needs root (network namespaces)");
+        return false;
+    }
+    true
+}
+
+/// `loadlens lab tune NAME ARGS --json FILE`: exit code, stdout, stderr, the Run.
+fn lab_tune(name: &str, args: &[&str]) -> (i32, String, String, Option<Value>) {
+    let dir = tempfile::tempdir().unwrap();
+    let json = dir.path().join("tune.json");
+    let mut cmd = loadlens();
+    cmd.args(["lab", "tune", name, "-d", "2s", "--json"])
+        .arg(&json)
+        .args(args);
+    let out = output_within(cmd, BOUND);
+    let run = std::fs::read_to_string(&json)
+        .ok()
+        .and_then(|t| serde_json::from_str(&t).ok());
+    (
+        out.status.code().unwrap_or(-1),
+        String::from_utf8_lossy(&out.stdout).into_owned(),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+        run,
+    )
+}
+
+fn step(run: &Value) -> &Value {
+    &run["tune"]["steps"][0]
+}
+
+/// The scenario's fix is found, applied and kept: a significant gain, its interval
+/// printed, the file changed, the server serving.
+fn kept(name: &str, directive: &str) {
+    if !ready() {
+        return;
+    }
+    let (code, out, err, run) = lab_tune(name, &[]);
+    let run = run.unwrap_or_else(|| panic!("no JSON; stdout:\n{out}\nstderr:\n{err}"));
+    let s = step(&run);
+    assert_eq!(code, 0, "stdout:\n{out}\nstderr:\n{err}");
+    assert_eq!(s["decision"], "kept", "stdout:\n{out}\nstderr:\n{err}");
+    assert!(
+        s["edits"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|e| e["directive"] == directive),
+        "{name}: changed {:?}, not {directive}",
+        s["edits"]
+    );
+    let low = s["gain"]["low_pct"].as_f64().unwrap();
+    assert!(
+        low > 2.0,
+        "{name}: the interval's low end {low}% is not a gain"
+    );
+    assert_eq!(s["pairs"].as_array().unwrap().len(), 5);
+    assert!(out.contains("95% interval"), "{out}");
+    assert!(out.contains(" changed\n"), "no config file changed:\n{out}");
+    assert!(
+        out.contains("lab: the server serves") && out.contains("(status 200)"),
+        "{out}"
+    );
+}
+
+#[test]
+fn php_fpm_children_fix_is_kept() {
+    kept("php-fpm-children", "pm.max_children");
+}
+
+#[test]
+fn php_fpm_socket_fix_is_kept() {
+    kept("php-fpm-socket", "pm.max_children");
+}
+
+#[test]
+fn worker_connections_fix_is_kept() {
+    kept("worker-connections", "worker_connections");
+}
+
+#[test]
+fn gzip_level_fix_is_kept() {
+    kept("gzip-cpu", "gzip_comp_level");
+}
+
+#[test]
+fn upstream_keepalive_fix_is_kept() {
+    kept("time-wait", "keepalive");
+}
+
+#[test]
+fn fd_limit_fix_is_kept() {
+    kept("fd-limit", "worker_rlimit_nofile");
+}
+
+/// A change where the limit is not: php-fpm's children set the rate, nginx's read
+/// timeout does nothing to it. Reverted; every file byte-identical to the original.
+#[test]
+fn a_decoy_is_reverted_byte_identical() {
+    if !ready() {
+        return;
+    }
+    let (code, out, err, run) =
+        lab_tune("php-fpm-children", &["--try", "fastcgi_read_timeout 61s"]);
+    let run = run.unwrap_or_else(|| panic!("no JSON; stdout:\n{out}\nstderr:\n{err}"));
+    assert_eq!(code, 0, "stdout:\n{out}\nstderr:\n{err}");
+    assert_eq!(step(&run)["decision"], "reverted", "{out}");
+    assert!(
+        out.contains("nginx.conf byte-identical to the original"),
+        "{out}"
+    );
+    assert!(!out.contains(" changed\n"), "{out}");
+    assert!(
+        out.contains("lab: the server serves") && out.contains("(status 200)"),
+        "{out}"
+    );
+}
+
+/// A value nginx refuses: its own config test fails, the file is put back, the server
+/// keeps serving, tune exits non-zero.
+#[test]
+fn a_change_failing_the_config_test_is_put_back() {
+    if !ready() {
+        return;
+    }
+    let (code, out, err, _) = lab_tune("php-fpm-children", &["--try", "worker_connections banana"]);
+    assert_eq!(code, 2, "stdout:\n{out}\nstderr:\n{err}");
+    assert!(err.contains("the config test failed"), "{err}");
+    assert!(
+        out.contains("nginx.conf byte-identical to the original"),
+        "{out}"
+    );
+    assert!(
+        out.contains("lab: the server serves") && out.contains("(status 200)"),
+        "{out}"
+    );
+}
+
+/// SIGTERM while the second pair runs on the new config: the file is written back
+/// byte for byte, the server reloaded and serving, exit 143.
+#[test]
+fn sigterm_in_a_pair_restores_the_file() {
+    if !ready() {
+        return;
+    }
+    let mut child = loadlens()
+        .args(["lab", "tune", "php-fpm-children", "-d", "2s"])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let pid = child.id() as i32;
+    let stderr = child.stderr.take().unwrap();
+    let watcher = std::thread::spawn(move || {
+        let mut seen = String::new();
+        for line in BufReader::new(stderr).lines().map_while(Result::ok) {
+            seen.push_str(&line);
+            seen.push('\n');
+            if line.contains("pair 2 of 5: new config") {
+                unsafe { libc::kill(pid, libc::SIGTERM) };
+            }
+        }
+        seen
+    });
+    let status = common::wait_exit(&mut child, BOUND);
+    let mut out = String::new();
+    std::io::Read::read_to_string(&mut child.stdout.take().unwrap(), &mut out).unwrap();
+    let err = watcher.join().unwrap();
+    assert!(err.contains("pair 2 of 5: new config"), "{err}");
+    assert_eq!(status.code(), Some(143), "stdout:\n{out}\nstderr:\n{err}");
+    assert!(err.contains("restored the original config"), "{err}");
+    assert!(
+        out.contains("php-fpm.conf byte-identical to the original"),
+        "{out}"
+    );
+    assert!(
+        out.contains("lab: the server serves") && out.contains("(status 200)"),
+        "{out}"
+    );
+}
+
+/// Without --apply: the change is shown as a diff and nothing is written (every file's
+/// content and mtime unchanged); exit 0.
+#[test]
+fn a_dry_run_writes_nothing() {
+    if !ready() {
+        return;
+    }
+    let (code, out, err, run) = lab_tune("php-fpm-children", &["--dry-run"]);
+    assert_eq!(code, 0, "stdout:\n{out}\nstderr:\n{err}");
+    assert_eq!(step(&run.unwrap())["decision"], "dry_run");
+    assert!(out.contains("+pm.max_children = 50"), "{out}");
+    assert!(
+        out.contains("php-fpm.conf unchanged (content and mtime)"),
+        "{out}"
+    );
+    assert!(
+        !out.contains("byte-identical") && !out.contains(" changed\n"),
+        "{out}"
+    );
+}
