@@ -27,6 +27,7 @@ const SOURCES: &[(&str, &str)] = &[
     ("limits", include_str!("rules/limits.rs")),
     ("network", include_str!("rules/network.rs")),
     ("ports", include_str!("rules/ports.rs")),
+    ("pool", include_str!("rules/pool.rs")),
     ("profile", include_str!("rules/profile.rs")),
     ("quota", include_str!("rules/quota.rs")),
     ("sockbuf", include_str!("rules/sockbuf.rs")),

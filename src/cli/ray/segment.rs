@@ -246,6 +246,10 @@ mod tests {
         "save",
         "db",
         "tag",
+        // Probes are the client's experiment on the whole load, never a segment's
+        // (they are off under --segment).
+        "probe",
+        "no_probe",
     ];
 
     /// A flag added to `run` must be carried to the segments or named as local here: a
