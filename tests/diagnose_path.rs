@@ -335,7 +335,9 @@ fn a_probe_confirms_concurrency_bound_and_no_probe_sends_nothing_extra() {
     );
     assert!(quiet.get("probes").is_none(), "{}", quiet["probes"]);
     if let Some(c) = finding(&quiet, "concurrency-bound") {
-        assert_eq!(c["kind"], "warning", "{c}");
+        // A warning, or info beneath a bottleneck that explains it (the JDK server's
+        // two writes can make Nagle's delay that bottleneck).
+        assert_ne!(c["kind"], "bottleneck", "{c}");
         assert!(
             c["title"].as_str().unwrap().contains("not confirmed"),
             "{c}"
@@ -343,7 +345,7 @@ fn a_probe_confirms_concurrency_bound_and_no_probe_sends_nothing_extra() {
     }
 
     let before = server.lines();
-    let probed = common::run_json(&[&url, "-c", "4", "-d", "2s"]);
+    let probed = common::run_json(&[&url, "-c", "4", "-d", "2s", "--probe"]);
     let f = finding(&probed, "concurrency-bound").expect("concurrency-bound");
     // Confirmed by the probe; a bottleneck unless the busy host starved loadlens
     // itself, which then comes first and makes the rest info.

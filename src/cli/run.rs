@@ -78,8 +78,7 @@ pub struct RunArgs {
     /// Probe when one run cannot tell causes apart (the rate could be the load's
     /// concurrency or a limit inside the server): short loads after the run at 1
     /// connection and at 4× the connections, each 15% of the run (0.5-3 s), kept in the
-    /// Run and cited in the findings. On by default, except under --slo, -n, -R and
-    /// --segment, where this asks for it.
+    /// Run and cited in the findings. Off unless asked.
     #[arg(long, conflicts_with = "no_probe")]
     pub(super) probe: bool,
     /// Never probe: send nothing beyond the load asked for.
@@ -247,7 +246,7 @@ pub fn cmd(mut a: RunArgs) -> anyhow::Result<ExitCode> {
         watch: a.load.watch(addr),
         remote: remote.as_ref(),
         start_at: a.start_at,
-        probe: probing(&a, &spec),
+        probe: probing(&a),
     };
     let bar = progress.bar();
     let repeat = a.repeat;
@@ -289,21 +288,15 @@ pub fn cmd(mut a: RunArgs) -> anyhow::Result<ExitCode> {
     a.ci.finish(&run)
 }
 
-/// Whether this run may probe: `--probe` asks, `--no-probe` refuses; by default a
-/// closed loop bounded by time probes, and a load that asked for a count, a rate,
-/// objectives or a share does not (its requests are what was asked for).
-fn probing(a: &RunArgs, spec: &Spec) -> pipeline::Probing {
-    // A replay sends the log's requests at their times: nothing else.
-    let replay = spec.mix.as_ref().is_some_and(|m| m.replay.is_some());
-    let asked_exactly = a.ci.slo.is_some()
-        || spec.requests.is_some()
-        || spec.rate.is_some()
-        || a.segment.is_some()
-        || replay;
-    if a.no_probe || a.load.no_watch || (asked_exactly && !a.probe) {
-        pipeline::Probing::Off
-    } else {
+/// Whether this run may probe: `--probe` asks, `--no-probe` (or `--no-watch`) refuses.
+fn probing(a: &RunArgs) -> pipeline::Probing {
+    // Off unless asked for now: a probe sends requests beyond the load, which every
+    // count a user checks against the server's log (and `--repeat`'s identical loads)
+    // would have to allow for.
+    if a.probe && !a.no_probe && !a.load.no_watch {
         pipeline::Probing::WhenUnsure
+    } else {
+        pipeline::Probing::Off
     }
 }
 

@@ -108,7 +108,7 @@ pub fn scenarios() -> Vec<Scenario> {
                 let threads = if fixed { 64 } else { threads };
                 start_pool(w, threads, handler_ms)?;
                 let pid = proxy_front(w)?;
-                Ok(Setup::new(super::scenario::url("/"), &["-c", "40"], vec![pid]))
+                Ok(Setup::new(super::scenario::url("/"), &["-c", "40", "--probe"], vec![pid]))
             },
         },
         Scenario {

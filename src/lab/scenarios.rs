@@ -395,7 +395,7 @@ pub fn all() -> Vec<Scenario> {
                         ..Nginx::default()
                     })?;
                 let c = if fixed { "64" } else { "4" };
-                Ok(Setup::new(url("/"), &["-c", c, "--timeout", "5s"], vec![pid, fpm]))
+                Ok(Setup::new(url("/"), &["-c", c, "--timeout", "5s", "--probe"], vec![pid, fpm]))
             },
         },
         Scenario {

@@ -14,6 +14,8 @@ const QUEUED_FACTOR: f64 = 1.5;
 pub(super) const GROWS: f64 = 1.25;
 /// Past this a tier's resource is saturated: a limit of its own explains the rate.
 const SATURATED_PCT: f64 = 90.0;
+/// The smallest pool named: `rate × unloaded time` below it is a single server's story.
+const MIN_POOL: f64 = 1.5;
 
 /// Requests waited for a fixed number of servers inside a tier: with nothing
 /// saturated, the rate X stayed put when a probe added connections, and each request
@@ -52,6 +54,11 @@ pub(super) fn pool_limit(c: &Ctx) -> Option<Finding> {
         return None;
     }
     let size = rate * service_ms / 1e3;
+    // Fewer than two servers busy on the average is no pool: one request at a time is
+    // a worker blocked or a stall, each a finding of its own.
+    if size < MIN_POOL {
+        return None;
+    }
     let model = path::model(c)?;
     let tier = model
         .tiers
