@@ -258,6 +258,9 @@ import http.server, sys, time
 LOG = open({log:?}, "a", buffering=1)
 class H(http.server.BaseHTTPRequestHandler):
     protocol_version = "HTTP/1.1"
+    # Head and body go in two writes: without TCP_NODELAY the body waits for the
+    # head's delayed ACK (~40 ms), and Nagle, not the load, would set the rate.
+    disable_nagle_algorithm = True
     def do_GET(self):
         time.sleep(0.02)
         self.send_response(200)
