@@ -97,7 +97,7 @@ fn no_watch_and_text_block() {
     for want in [
         "During the run (",
         "watching nginx master",
-        "  CPU       usr%",
+        "  CPU       %usr",
         "  TCP       ",
         "nginx worker",
     ] {
