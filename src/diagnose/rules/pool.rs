@@ -206,7 +206,15 @@ mod tests {
         assert!(!fires(&grows, "pool-limit"));
         // Flat at 16 connections, unloaded a quarter of the loaded time: a pool of
         // rate × unloaded time.
-        for (unloaded_ms, size) in [(latency_ms / 4.0, 1.0), (latency_ms / 2.0, 2.0)] {
+        // A "pool" of one (unloaded a quarter of the loaded time, 4 connections) is
+        // a single server's story (a blocked worker, a stall): not named a pool.
+        let mut single = run.clone();
+        single.probes = vec![
+            probe(1, 4e3 / latency_ms, latency_ms / 4.0),
+            probe(16, rate * 1.05, latency_ms * 4.0),
+        ];
+        assert!(!fires(&single, "pool-limit"));
+        for (unloaded_ms, size) in [(latency_ms / 2.0, 2.0), (latency_ms / 1.6, 2.5)] {
             let mut flat = run.clone();
             flat.probes = vec![
                 probe(1, 1e3 / unloaded_ms, unloaded_ms),
