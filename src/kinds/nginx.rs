@@ -83,14 +83,20 @@ impl Server for Nginx {
     }
 }
 
-/// Every statement of an nginx config, with the blocks around it. Block labels are the
-/// words before `{` joined by a space (`upstream app`, `location /`).
-pub fn scan(text: &str) -> Vec<Found> {
+/// One token of an nginx config: a word (its byte range; a quoted string is one word,
+/// quotes included), or a `;`, `{` or `}` at a byte. Comments and blanks are skipped.
+#[derive(Debug, Clone, Copy, PartialEq)]
+enum Token {
+    Word(usize, usize),
+    Semi(usize),
+    Open,
+    Close(usize),
+}
+
+/// The tokens of `text`, in order: the one lexer `scan` and `block_close` read.
+fn tokens(text: &str) -> Vec<Token> {
     let b = text.as_bytes();
     let mut out = Vec::new();
-    let mut blocks: Vec<String> = Vec::new();
-    // The words of the statement being read: (start, end) byte ranges.
-    let mut words: Vec<(usize, usize)> = Vec::new();
     let mut i = 0;
     while i < b.len() {
         match b[i] {
@@ -101,10 +107,66 @@ pub fn scan(text: &str) -> Vec<Found> {
             }
             c if c.is_ascii_whitespace() => i += 1,
             b';' => {
+                out.push(Token::Semi(i));
+                i += 1;
+            }
+            b'{' => {
+                out.push(Token::Open);
+                i += 1;
+            }
+            b'}' => {
+                out.push(Token::Close(i));
+                i += 1;
+            }
+            q @ (b'"' | b'\'') => {
+                let s = i;
+                i += 1;
+                while i < b.len() && b[i] != q {
+                    if b[i] == b'\\' {
+                        i += 1;
+                    }
+                    i += 1;
+                }
+                i = (i + 1).min(b.len());
+                out.push(Token::Word(s, i));
+            }
+            _ => {
+                let s = i;
+                while i < b.len()
+                    && !b[i].is_ascii_whitespace()
+                    && !matches!(b[i], b';' | b'{' | b'}')
+                {
+                    i += 1;
+                }
+                out.push(Token::Word(s, i));
+            }
+        }
+    }
+    out
+}
+
+/// The words before a `{` joined by a space: a block's label (`upstream app`).
+fn label(text: &str, words: &[(usize, usize)]) -> String {
+    let l: Vec<&str> = words.iter().map(|&(s, e)| &text[s..e]).collect();
+    l.join(" ")
+}
+
+/// Every statement of an nginx config, with the blocks around it. Block labels are the
+/// words before `{` joined by a space (`upstream app`, `location /`).
+pub fn scan(text: &str) -> Vec<Found> {
+    let mut out = Vec::new();
+    let mut blocks: Vec<String> = Vec::new();
+    // The words of the statement being read: (start, end) byte ranges.
+    let mut words: Vec<(usize, usize)> = Vec::new();
+    for t in tokens(text) {
+        match t {
+            Token::Word(s, e) => words.push((s, e)),
+            Token::Semi(at) => {
                 if let Some(&(s, e)) = words.first() {
+                    // A statement without a value: an empty range at its `;`.
                     let (vs, ve) = match (words.get(1), words.last()) {
                         (Some(&(vs, _)), Some(&(_, ve))) => (vs, ve),
-                        _ => (i, i),
+                        _ => (at, at),
                     };
                     out.push(Found {
                         name: text[s..e].to_string(),
@@ -114,40 +176,14 @@ pub fn scan(text: &str) -> Vec<Found> {
                     });
                 }
                 words.clear();
-                i += 1;
             }
-            b'{' => {
-                let label: Vec<&str> = words.iter().map(|&(s, e)| &text[s..e]).collect();
-                blocks.push(label.join(" "));
+            Token::Open => {
+                blocks.push(label(text, &words));
                 words.clear();
-                i += 1;
             }
-            b'}' => {
+            Token::Close(_) => {
                 blocks.pop();
                 words.clear();
-                i += 1;
-            }
-            q @ (b'"' | b'\'') => {
-                let s = i;
-                i += 1;
-                while i < b.len() && b[i] != q {
-                    if b[i] == b'\\' {
-                        i += 1;
-                    }
-                    i += 1;
-                }
-                i = (i + 1).min(b.len());
-                words.push((s, i));
-            }
-            _ => {
-                let s = i;
-                while i < b.len()
-                    && !b[i].is_ascii_whitespace()
-                    && !matches!(b[i], b';' | b'{' | b'}')
-                {
-                    i += 1;
-                }
-                words.push((s, i));
             }
         }
     }
@@ -155,62 +191,27 @@ pub fn scan(text: &str) -> Vec<Found> {
 }
 
 /// The byte of the `}` closing the first block labelled `label`.
-fn block_close(text: &str, label: &str) -> Option<usize> {
-    let b = text.as_bytes();
+fn block_close(text: &str, wanted: &str) -> Option<usize> {
     let mut depth_of_target: Option<usize> = None;
     let mut depth = 0usize;
     let mut words: Vec<(usize, usize)> = Vec::new();
-    let mut i = 0;
-    while i < b.len() {
-        match b[i] {
-            b'#' => {
-                while i < b.len() && b[i] != b'\n' {
-                    i += 1;
-                }
-            }
-            c if c.is_ascii_whitespace() => i += 1,
-            b';' => {
-                words.clear();
-                i += 1;
-            }
-            b'{' => {
+    for t in tokens(text) {
+        match t {
+            Token::Word(s, e) => words.push((s, e)),
+            Token::Semi(_) => words.clear(),
+            Token::Open => {
                 depth += 1;
-                let l: Vec<&str> = words.iter().map(|&(s, e)| &text[s..e]).collect();
-                if depth_of_target.is_none() && l.join(" ") == label {
+                if depth_of_target.is_none() && label(text, &words) == wanted {
                     depth_of_target = Some(depth);
                 }
                 words.clear();
-                i += 1;
             }
-            b'}' => {
+            Token::Close(at) => {
                 if depth_of_target == Some(depth) {
-                    return Some(i);
+                    return Some(at);
                 }
                 depth = depth.saturating_sub(1);
                 words.clear();
-                i += 1;
-            }
-            q @ (b'"' | b'\'') => {
-                let s = i;
-                i += 1;
-                while i < b.len() && b[i] != q {
-                    if b[i] == b'\\' {
-                        i += 1;
-                    }
-                    i += 1;
-                }
-                i = (i + 1).min(b.len());
-                words.push((s, i));
-            }
-            _ => {
-                let s = i;
-                while i < b.len()
-                    && !b[i].is_ascii_whitespace()
-                    && !matches!(b[i], b';' | b'{' | b'}')
-                {
-                    i += 1;
-                }
-                words.push((s, i));
             }
         }
     }
