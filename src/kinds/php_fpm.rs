@@ -52,7 +52,7 @@ impl Server for PhpFpm {
             } else {
                 dir.join(&f.value)
             };
-            out.extend(glob_last(&p));
+            out.extend(crate::sys::glob(&p));
         }
         out
     }
@@ -132,31 +132,6 @@ pub fn scan(text: &str) -> Vec<Found> {
         });
     }
     out
-}
-
-/// `dir/*.conf` → the matching files, sorted; a path without `*` → itself.
-fn glob_last(path: &Path) -> Vec<PathBuf> {
-    let name = path
-        .file_name()
-        .map(|n| n.to_string_lossy().to_string())
-        .unwrap_or_default();
-    let Some((pre, post)) = name.split_once('*') else {
-        return vec![path.to_path_buf()];
-    };
-    let dir = path.parent().unwrap_or(Path::new("/"));
-    let mut found: Vec<PathBuf> = std::fs::read_dir(dir)
-        .into_iter()
-        .flatten()
-        .flatten()
-        .map(|e| e.path())
-        .filter(|p| {
-            p.file_name()
-                .map(|n| n.to_string_lossy().to_string())
-                .is_some_and(|n| n.starts_with(pre) && n.ends_with(post))
-        })
-        .collect();
-    found.sort();
-    found
 }
 
 #[cfg(test)]

@@ -121,7 +121,7 @@ fn include_apache(
             } else {
                 root.join(arg)
             };
-            for f in expand(&path) {
+            for f in crate::sys::glob(&path) {
                 // IncludeOptional: a missing file is no error; Include of an unreadable
                 // one is not worth failing the whole reading for either.
                 let _ = include_apache(&f, &root, out, depth + 1);
@@ -131,32 +131,6 @@ fn include_apache(
         out.push(line.to_string());
     }
     Ok(())
-}
-
-/// `dir/*.conf` → the matching files, sorted (as Apache includes them); a path without
-/// `*` → itself.
-fn expand(path: &Path) -> Vec<PathBuf> {
-    let name = path
-        .file_name()
-        .map(|n| n.to_string_lossy().to_string())
-        .unwrap_or_default();
-    let Some((pre, post)) = name.split_once('*') else {
-        return vec![path.to_path_buf()];
-    };
-    let dir = path.parent().unwrap_or(Path::new("/"));
-    let mut found: Vec<PathBuf> = std::fs::read_dir(dir)
-        .into_iter()
-        .flatten()
-        .flatten()
-        .map(|e| e.path())
-        .filter(|p| {
-            p.file_name()
-                .map(|n| n.to_string_lossy().to_string())
-                .is_some_and(|n| n.starts_with(pre) && n.ends_with(post))
-        })
-        .collect();
-    found.sort();
-    found
 }
 
 /// The Apache directives of interest and where it proxies (`ProxyPass … URL`,
