@@ -20,7 +20,7 @@ test:
 	scripts/install-deps.sh test
 	$(CARGO) fmt --all -- --check
 	$(CARGO) clippy --all-targets -- -D warnings
-	$(CARGO) test
+	$(CARGO) test --no-fail-fast
 	$(MAKE) fuzz-check
 
 # The fuzz targets build on stable (running them needs nightly and cargo-fuzz, see
