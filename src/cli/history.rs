@@ -10,9 +10,19 @@ use std::process::ExitCode;
 
 use clap::{Args, Subcommand};
 
+use anyhow::Context as _;
+
 use crate::history::{self, changepoint::Options, Analysis, Db, Entry, Machine, Origin};
+use crate::report::history::{short, show, Gate, HistoryJunit, HistoryMarkdown};
+use crate::report::{self, Dest, HistoryHtml, Output};
 use crate::run::Run;
 use crate::units::{fmt_count, fmt_us};
+
+/// Whether two paths name the same file (the summary asked for into
+/// `$GITHUB_STEP_SUMMARY` itself is appended once, not also overwritten).
+fn same_file(a: &std::path::Path, b: &std::path::Path) -> bool {
+    a == b || matches!((a.canonicalize(), b.canonicalize()), (Ok(x), Ok(y)) if x == y)
+}
 
 /// The flags that keep a Run in the history database.
 #[derive(Args, Debug, Clone, Default)]
@@ -114,12 +124,31 @@ pub struct HistoryArgs {
     /// A change point is kept when its permutation test's p-value is below this.
     #[arg(long, value_name = "P", default_value = "0.05")]
     max_p: f64,
+    /// A change point whose segments' means differ by less than this, percent, is not
+    /// kept (Otava's min magnitude): pure noise splits significantly about --max-p of
+    /// the time however small it is.
+    #[arg(long, value_name = "PCT", default_value = "0")]
+    min_change: f64,
     /// The seed of the permutations (the same seed, the same change points).
     #[arg(long, default_value = "1")]
     seed: u64,
     /// Print the series and change points as JSON.
     #[arg(long)]
     json: bool,
+    /// Write the series as a self-contained HTML page to FILE: the trends of requests/s,
+    /// p50/p99/max and the server's CPU per request, each change point marked and linked
+    /// to the two Runs it separates.
+    #[arg(long, value_name = "FILE")]
+    html: Option<PathBuf>,
+    /// Write a JUnit XML report to FILE: a testcase per number, a failure for each
+    /// regression beyond --threshold at the newest Run's segment.
+    #[arg(long, value_name = "FILE")]
+    junit: Option<PathBuf>,
+    /// Write a Markdown summary (the verdict, the newest Run's numbers, the change
+    /// points and how to compare their Runs) to FILE; also appended to
+    /// $GITHUB_STEP_SUMMARY when that is set.
+    #[arg(long = "summary-md", value_name = "FILE")]
+    summary_md: Option<PathBuf>,
 }
 
 #[derive(Subcommand, Debug)]
@@ -132,6 +161,15 @@ enum HistoryCommand {
         /// csv: Apache Otava's CSV.
         #[arg(long, value_enum)]
         format: history::Format,
+        #[arg(long, value_name = "PATH")]
+        db: Option<PathBuf>,
+    },
+    /// Write a stored Run's JSON (as `run --json` wrote it) to standard output, for
+    /// `loadlens compare` or `loadlens report`; the ids are in `history NAME --json` and
+    /// the HTML page.
+    Show {
+        /// The Run's id.
+        id: i64,
         #[arg(long, value_name = "PATH")]
         db: Option<PathBuf>,
     },
@@ -157,6 +195,19 @@ pub fn cmd(a: HistoryArgs) -> anyhow::Result<ExitCode> {
                 );
             }
             out(&history::export(&entries, format))
+        }
+        Some(HistoryCommand::Show { id, db }) => {
+            let db = Db::open(&db_path(&db)?)?;
+            match db.run_json(id)? {
+                Some(mut json) => {
+                    json.push('\n');
+                    out(&json)
+                }
+                None => anyhow::bail!(
+                    "Run {id} in {} was stored before loadlens kept whole Runs: only its numbers are there (`history NAME --json`)",
+                    db.path().display()
+                ),
+            }
         }
         Some(HistoryCommand::Import { file, db }) => {
             if !file.is_file() {
@@ -190,7 +241,46 @@ fn series(a: HistoryArgs) -> anyhow::Result<ExitCode> {
             a.threshold
         );
     }
-    let db = Db::open(&db_path(&a.db)?)?;
+    if !(a.min_change.is_finite() && a.min_change >= 0.0) {
+        anyhow::bail!(
+            "--min-change {} is not a percentage: give e.g. 2",
+            a.min_change
+        );
+    }
+    let path = db_path(&a.db)?;
+    let gate = Gate {
+        db: path.display().to_string(),
+        threshold_pct: a.threshold,
+    };
+    // The files asked for, checked writable before anything is read.
+    let mut views: Vec<Output<Analysis>> = Vec::new();
+    let file = |p: &Option<PathBuf>, what: &str| -> anyhow::Result<Option<Dest>> {
+        let Some(p) = p else { return Ok(None) };
+        let d = Dest::File(p.clone());
+        d.check(what)?;
+        Ok(Some(d))
+    };
+    if let Some(d) = file(&a.html, "HTML")? {
+        views.push(Output::new(HistoryHtml(gate.clone()), d));
+    }
+    if let Some(d) = file(&a.junit, "JUnit")? {
+        views.push(Output::new(HistoryJunit(gate.clone()), d));
+    }
+    let step_summary = std::env::var_os("GITHUB_STEP_SUMMARY")
+        .filter(|v| !v.is_empty())
+        .map(PathBuf::from);
+    let summary = a
+        .summary_md
+        .clone()
+        .filter(|p| step_summary.as_ref().is_none_or(|s| !same_file(p, s)));
+    if let Some(d) = file(&summary, "Markdown summary")? {
+        views.push(Output::new(HistoryMarkdown(gate.clone()), d));
+    }
+    let named = a.name.is_some();
+    if !named && !views.is_empty() {
+        anyhow::bail!("--html, --junit and --summary-md need a test's name: `loadlens history NAME --html FILE`");
+    }
+    let db = Db::open(&path)?;
     let Some(name) = a.name else {
         let mut s = String::new();
         for (n, count) in db.names()? {
@@ -214,10 +304,24 @@ fn series(a: HistoryArgs) -> anyhow::Result<ExitCode> {
     let o = Options {
         max_p: a.max_p,
         seed: a.seed,
+        min_change_pct: a.min_change,
         ..Options::default()
     };
     let an = history::analyse(&name, entries, a.all_machines, &o);
     let failing = a.fail_on_regression && !an.newest_regressions(a.threshold).is_empty();
+    report::write_all(&an, &views)?;
+    if a.summary_md.is_some() {
+        if let Some(p) = &step_summary {
+            let mut f = std::fs::OpenOptions::new()
+                .create(true)
+                .append(true)
+                .open(p)
+                .with_context(|| {
+                    format!("cannot append to $GITHUB_STEP_SUMMARY ({})", p.display())
+                })?;
+            f.write_all(report::history::markdown(&an, &gate).as_bytes())?;
+        }
+    }
     if a.json {
         let mut s = serde_json::to_string_pretty(&an)?;
         s.push('\n');
@@ -325,27 +429,6 @@ fn table(an: &Analysis, threshold: f64, gate: bool) -> String {
         }
     }
     s
-}
-
-fn short(m: history::Metric) -> &'static str {
-    use history::Metric::*;
-    match m {
-        RequestsPerS => "req/s",
-        P50Us => "p50",
-        P99Us => "p99",
-        MaxUs => "max",
-        Errors => "errors",
-        ServerCpuUsPerRequest => "cpu/req",
-    }
-}
-
-fn show(m: history::Metric, v: f64) -> String {
-    use history::Metric::*;
-    match m {
-        RequestsPerS => format!("{} req/s", fmt_count(v.round())),
-        Errors => format!("{v:.1}"),
-        _ => fmt_us(v),
-    }
 }
 
 fn history_time(unix_s: f64) -> String {

@@ -97,6 +97,8 @@ pub fn cmd(mut a: TuneArgs) -> anyhow::Result<ExitCode> {
         None => None,
     };
     let (body, spec) = prepare(&mut a.run)?;
+    // --save: an unwritable --db fails here, before any load.
+    let saver = a.run.save.open()?;
     let target = spec.target()?;
     let addr = target.probe(spec.timeout())?;
     let json = a.run.json.as_deref().map(Dest::parse);
@@ -158,6 +160,10 @@ pub fn cmd(mut a: TuneArgs) -> anyhow::Result<ExitCode> {
     }
     run.interrupted = signal.map(String::from);
     report::write_all(&run, &outputs)?;
+    // The baseline Run (with the session in it) goes into the history.
+    if let Some(s) = &saver {
+        s.save(&run)?;
+    }
     let session = run.tune.as_ref().expect("tune sets its session");
     if text {
         let mut out = std::io::stdout().lock();

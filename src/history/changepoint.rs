@@ -29,6 +29,11 @@ pub struct Options {
     pub seed: u64,
     /// Fewest values on each side of a split.
     pub min_size: usize,
+    /// A split whose segments' means differ by less than this, percent of the mean
+    /// before, is not kept (nor searched further): Otava's `min_magnitude`. The
+    /// permutation test alone keeps about `max_p` of the splits of pure noise however
+    /// small the noise is; a floor on the size keeps the ones nobody would act on out.
+    pub min_change_pct: f64,
 }
 
 impl Default for Options {
@@ -38,6 +43,7 @@ impl Default for Options {
             permutations: 199,
             seed: 1,
             min_size: 2,
+            min_change_pct: 0.0,
         }
     }
 }
@@ -70,7 +76,7 @@ pub fn change_points(xs: &[f64], o: &Options) -> Vec<ChangePoint> {
             }
         }
         let p = (1.0 + reached as f64) / (1.0 + o.permutations as f64);
-        if p < o.max_p {
+        if p < o.max_p && change_pct(&seg[..tau], &seg[tau..]).abs() >= o.min_change_pct {
             found.push(ChangePoint { index: a + tau, p });
             segments.push((a, a + tau));
             segments.push((a + tau, b));
@@ -78,6 +84,19 @@ pub fn change_points(xs: &[f64], o: &Options) -> Vec<ChangePoint> {
     }
     found.sort_by_key(|c| c.index);
     found
+}
+
+/// How far the mean of `after` is from the mean of `before`, percent of the latter.
+pub fn change_pct(before: &[f64], after: &[f64]) -> f64 {
+    let mean = |xs: &[f64]| xs.iter().sum::<f64>() / xs.len().max(1) as f64;
+    let (b, a) = (mean(before), mean(after));
+    if b != 0.0 {
+        (a - b) / b * 100.0
+    } else if a == 0.0 {
+        0.0
+    } else {
+        100.0
+    }
 }
 
 /// The split of `xs` with the highest Q, and Q; `None` when no split leaves `min_size`
@@ -250,6 +269,27 @@ mod tests {
             ..Options::default()
         };
         assert!(change_points(&big, &none).is_empty());
+    }
+
+    #[test]
+    fn a_floor_on_the_change_keeps_small_splits_out() {
+        // A 4% step, found without a floor, is not kept under a 5% floor; a 20% one is.
+        let small = step(5, 30, 15, 100.0, 104.0);
+        let found = change_points(&small, &Options::default());
+        assert_eq!(found.iter().map(|c| c.index).collect::<Vec<_>>(), [15]);
+        let floor = Options {
+            min_change_pct: 5.0,
+            ..Options::default()
+        };
+        assert!(change_points(&small, &floor).is_empty());
+        let big = step(5, 30, 15, 100.0, 80.0);
+        assert_eq!(
+            change_points(&big, &floor)
+                .iter()
+                .map(|c| c.index)
+                .collect::<Vec<_>>(),
+            [15]
+        );
     }
 
     #[test]

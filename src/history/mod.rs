@@ -59,6 +59,9 @@ const MIGRATIONS: &[&str] = &[
     "ALTER TABLE runs ADD COLUMN server_cpu_us_per_request REAL;
      ALTER TABLE runs ADD COLUMN trusted INTEGER NOT NULL DEFAULT 1;
      ALTER TABLE runs ADD COLUMN distrust TEXT NOT NULL DEFAULT '';",
+    // 3: the Run itself (its JSON), for `history show ID` and `compare` of two stored
+    // Runs; NULL for Runs stored before.
+    "ALTER TABLE runs ADD COLUMN run_json TEXT;",
 ];
 
 /// The schema version this build writes.
@@ -170,6 +173,10 @@ pub struct Entry {
     /// Why not, when not.
     #[serde(skip_serializing_if = "String::is_empty")]
     pub distrust: String,
+    /// The Run's JSON, when saving or importing (`Db::entries` leaves it out: a series
+    /// needs the numbers only; `Db::run_json` reads it).
+    #[serde(skip)]
+    pub run_json: Option<String>,
 }
 
 impl Entry {
@@ -217,6 +224,7 @@ impl Entry {
             latency_histogram: lat.histogram.clone(),
             trusted: trust.trusted,
             distrust: trust.why(),
+            run_json: Some(json),
         }
     }
 }
@@ -353,9 +361,9 @@ impl Db {
             "INSERT OR IGNORE INTO runs (hash, name, started_unix_s, saved_unix_s, git_revision,
                 git_branch, tags, machine, cpu_model, cores, kernel, version, requests_per_s,
                 p50_us, p99_us, max_us, errors, responses, latency_histogram,
-                server_cpu_us_per_request, trusted, distrust)
+                server_cpu_us_per_request, trusted, distrust, run_json)
              VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16, ?17,
-                ?18, ?19, ?20, ?21, ?22)",
+                ?18, ?19, ?20, ?21, ?22, ?23)",
             params![
                 e.hash,
                 e.name,
@@ -379,6 +387,7 @@ impl Db {
                 e.server_cpu_us_per_request,
                 e.trusted,
                 e.distrust,
+                e.run_json,
             ],
         )?;
         Ok(n == 1)
@@ -423,6 +432,7 @@ impl Db {
                 server_cpu_us_per_request: r.get(20)?,
                 trusted: r.get(21)?,
                 distrust: r.get(22)?,
+                run_json: None,
             })
         })?;
         Ok(rows.collect::<Result<_, _>>()?)
@@ -441,7 +451,14 @@ impl Db {
     pub fn import(&self, other: &Db) -> anyhow::Result<(u64, u64)> {
         let (mut added, mut had) = (0, 0);
         self.conn.execute_batch("BEGIN IMMEDIATE")?;
-        for e in other.entries(None)? {
+        for mut e in other.entries(None)? {
+            e.run_json = match other.run_json(e.id) {
+                Ok(j) => j,
+                Err(err) => {
+                    let _ = self.conn.execute_batch("ROLLBACK");
+                    return Err(err);
+                }
+            };
             match self.save(&e) {
                 Ok(true) => added += 1,
                 Ok(false) => had += 1,
@@ -453,6 +470,22 @@ impl Db {
         }
         self.conn.execute_batch("COMMIT")?;
         Ok((added, had))
+    }
+
+    /// The JSON of stored Run `id`: `None` when it was stored before the database kept
+    /// Runs whole (schema 3); an error when there is no such Run.
+    pub fn run_json(&self, id: i64) -> anyhow::Result<Option<String>> {
+        self.conn
+            .query_row("SELECT run_json FROM runs WHERE id = ?1", [id], |r| {
+                r.get(0)
+            })
+            .optional()?
+            .ok_or_else(|| {
+                anyhow::anyhow!(
+                    "no Run with id {id} in {}: `loadlens history NAME --json` lists the ids",
+                    self.path.display()
+                )
+            })
     }
 
     /// Whether a Run with this hash is stored.
@@ -498,6 +531,9 @@ mod tests {
         assert_eq!(e[0].requests_per_s, 100.0);
         assert!(e[0].trusted);
         assert_eq!(e[0].server_cpu_us_per_request, None);
+        // Stored before Runs were kept whole: the numbers, no JSON.
+        assert_eq!(db.run_json(e[0].id).unwrap(), None);
+        assert!(db.run_json(e[0].id + 1).is_err());
         // Opening again changes nothing.
         drop(db);
         assert_eq!(Db::open(&path).unwrap().entries(None).unwrap().len(), 1);

@@ -2,7 +2,7 @@
 
 use serde::Serialize;
 
-use super::changepoint::{change_points, Options};
+use super::changepoint::{change_pct, change_points, Options};
 use super::Entry;
 
 /// A number followed over time.
@@ -130,13 +130,10 @@ pub fn analyse(name: &str, entries: Vec<Entry>, all_machines: bool, o: &Options)
         for (k, c) in cps.iter().enumerate() {
             let before = mean(bounds[k], bounds[k + 1]);
             let after = mean(bounds[k + 1], bounds[k + 2]);
-            let change_pct = if before != 0.0 {
-                (after - before) / before * 100.0
-            } else if after == 0.0 {
-                0.0
-            } else {
-                100.0
-            };
+            let change_pct = change_pct(
+                &xs[bounds[k]..bounds[k + 1]],
+                &xs[bounds[k + 1]..bounds[k + 2]],
+            );
             shifts.push(Shift {
                 metric: m,
                 index: at[c.index],

@@ -31,6 +31,8 @@ pub enum XAxis {
 pub enum Mark<'a> {
     Y(f64, &'a str),
     X(f64, &'a str),
+    /// A vertical mark that is a link (label, href): a change point to its Runs.
+    XLink(f64, &'a str, &'a str),
 }
 
 /// A line chart of `series`. Empty string when there is nothing to draw.
@@ -69,7 +71,7 @@ pub fn lines_marked(
     }
     let mark_max = marks.iter().fold(0.0, |m, k| match k {
         Mark::Y(v, _) => f64::max(m, *v),
-        Mark::X(..) => m,
+        Mark::X(..) | Mark::XLink(..) => m,
     });
     let ymax = nice(all.iter().map(|p| p.1).fold(mark_max, f64::max));
     let px = |v: f64| LEFT + (tx(v) - x0) / (x1 - x0) * (W - LEFT - RIGHT);
@@ -137,17 +139,33 @@ pub fn lines_marked(
     for k in marks {
         let (x1, y1, x2, y2, l, anchor) = match k {
             Mark::Y(v, l) => (LEFT, py(*v), W - RIGHT, py(*v), l, "start"),
-            Mark::X(v, l) => (px(*v), TOP, px(*v), H - BOTTOM, l, "middle"),
+            Mark::X(v, l) | Mark::XLink(v, l, _) => (px(*v), TOP, px(*v), H - BOTTOM, l, "middle"),
         };
         let (lx, ly) = match k {
             Mark::Y(..) => (LEFT + 4.0, y1 - 3.0),
-            Mark::X(..) => (x1, TOP - 2.0),
+            Mark::X(..) | Mark::XLink(..) => (x1, TOP - 2.0),
         };
+        let href = match k {
+            Mark::XLink(_, _, h) => Some(h),
+            _ => None,
+        };
+        if let Some(h) = href {
+            // A wide transparent stroke under the dashed one: easier to click.
+            let _ = write!(
+                o,
+                r##"<a href="{}"><title>{}</title><line x1="{x1:.1}" x2="{x2:.1}" y1="{y1:.1}" y2="{y2:.1}" stroke="transparent" stroke-width="12"/>"##,
+                esc(h),
+                esc(l)
+            );
+        }
         let _ = write!(
             o,
             r##"<line class="mark" x1="{x1:.1}" x2="{x2:.1}" y1="{y1:.1}" y2="{y2:.1}" stroke="#c0392b" stroke-dasharray="5 4"/><text x="{lx:.1}" y="{ly:.1}" class="lg" text-anchor="{anchor}">{}</text>"##,
             esc(l)
         );
+        if href.is_some() {
+            o.push_str("</a>");
+        }
     }
     o.push_str("</svg>");
     o

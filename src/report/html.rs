@@ -8,6 +8,7 @@
 use std::fmt::Write;
 
 mod compare;
+mod history;
 mod machine;
 mod sweep;
 mod time;
@@ -17,6 +18,7 @@ use super::View;
 use crate::run::{Kind, Run};
 use crate::units::{fmt_bytes, fmt_us};
 pub use compare::CompareHtml;
+pub use history::HistoryHtml;
 
 /// The HTML view.
 pub struct Html;

@@ -19,6 +19,7 @@ pub mod endpoints;
 pub mod findings;
 pub mod flamegraph;
 pub mod hdrlog;
+pub mod history;
 pub mod html;
 pub mod junit;
 pub mod markdown;
@@ -39,7 +40,7 @@ use anyhow::Context;
 use serde::Serialize;
 
 use crate::run::Run;
-pub use html::Html;
+pub use html::{HistoryHtml, Html};
 
 /// A rendering of `S` (a [`Run`], or several Runs compared).
 pub trait View<S: ?Sized> {
