@@ -713,7 +713,7 @@ impl StdioWatch {
 }
 
 fn hello(version: &str) -> String {
-    format!(r#"{{"type":"hello","protocol":2,"version":"{version}"}}"#)
+    format!(r#"{{"type":"hello","protocol":3,"version":"{version}"}}"#)
 }
 
 #[test]
@@ -746,4 +746,53 @@ fn a_version_mismatch_is_refused_naming_both() {
     assert!(reason.contains("0.0.1-other"), "{reason}");
     assert!(reason.contains(env!("CARGO_PKG_VERSION")), "{reason}");
     assert_eq!(wait_exit(&mut w.child, HANG).code(), Some(2));
+}
+
+/// tune over ssh asks `watch --stdio` to write config files: it writes only a file it
+/// holds, holds only a config file of the server named, and reads a file only within
+/// `MAX_CONFIG` (512 KiB). Each refusal is an error reply; the files are untouched.
+#[test]
+fn tune_requests_write_only_a_held_config_file() {
+    let mut w = StdioWatch::start();
+    let me = env!("CARGO_PKG_VERSION");
+    assert_eq!(w.say(&hello(me))["type"], "hello");
+    let dir = tempfile::tempdir().unwrap();
+    let f = dir.path().join("other.conf");
+    std::fs::write(&f, "keep me\n").unwrap();
+    let path = f.display().to_string();
+    let r = w.say(&format!(
+        r#"{{"type":"tune","op":{{"do":"write","path":"{path}","text":"overwritten"}}}}"#
+    ));
+    assert_eq!(r["type"], "error", "{r}");
+    assert!(
+        r["message"].as_str().unwrap().contains("is not held"),
+        "{r}"
+    );
+    // This test's own process is no nginx whose config that file is.
+    let pid = std::process::id();
+    let r = w.say(&format!(
+        r#"{{"type":"tune","op":{{"do":"hold","kind":"nginx","pid":{pid},"path":"{path}"}}}}"#
+    ));
+    assert_eq!(r["type"], "error", "{r}");
+    let r = w.say(&format!(
+        r#"{{"type":"tune","op":{{"do":"write","path":"{path}","text":"overwritten"}}}}"#
+    ));
+    assert_eq!(r["type"], "error", "{r}");
+    assert_eq!(std::fs::read_to_string(&f).unwrap(), "keep me\n");
+    // A read is the file's text; one past the limit is refused, naming it.
+    let r = w.say(&format!(
+        r#"{{"type":"tune","op":{{"do":"read","path":"{path}"}}}}"#
+    ));
+    assert_eq!(r["type"], "tuned", "{r}");
+    assert_eq!(r["text"], "keep me\n");
+    let big = dir.path().join("big.conf");
+    std::fs::write(&big, vec![b'#'; 600 << 10]).unwrap();
+    let r = w.say(&format!(
+        r#"{{"type":"tune","op":{{"do":"read","path":"{}"}}}}"#,
+        big.display()
+    ));
+    assert_eq!(r["type"], "error", "{r}");
+    assert!(r["message"].as_str().unwrap().contains("512 KiB"), "{r}");
+    let r = w.say(r#"{"type":"tune","op":{"do":"release"}}"#);
+    assert_eq!(r["type"], "tuned", "{r}");
 }

@@ -31,9 +31,11 @@ fn lab_tune(name: &str, args: &[&str]) -> (i32, String, String, Option<Value>) {
     let dir = tempfile::tempdir().unwrap();
     let json = dir.path().join("tune.json");
     let mut cmd = loadlens();
-    cmd.args(["lab", "tune", name, "-d", "2s", "--json"])
-        .arg(&json)
-        .args(args);
+    cmd.args(["lab", "tune", name]);
+    if !args.contains(&"-d") {
+        cmd.args(["-d", "2s"]);
+    }
+    cmd.arg("--json").arg(&json).args(args);
     let out = output_within(cmd, BOUND);
     let run = std::fs::read_to_string(&json)
         .ok()
@@ -219,4 +221,112 @@ fn a_dry_run_writes_nothing() {
         !out.contains("byte-identical") && !out.contains(" changed\n"),
         "{out}"
     );
+}
+
+/// `loadlens report RUN --html PAGE` of a tune session's Run: the page's text.
+fn html_of(run: &Value) -> String {
+    let dir = tempfile::tempdir().unwrap();
+    let json = dir.path().join("tune.json");
+    let page = dir.path().join("tune.html");
+    std::fs::write(&json, serde_json::to_vec(run).unwrap()).unwrap();
+    let mut cmd = loadlens();
+    cmd.arg("report").arg(&json).arg("--html").arg(&page);
+    let out = output_within(cmd, Duration::from_secs(60));
+    assert!(out.status.success(), "{out:?}");
+    std::fs::read_to_string(&page).unwrap()
+}
+
+fn ssh_ready() -> bool {
+    if !ready() {
+        return false;
+    }
+    if !std::path::Path::new("/usr/sbin/sshd").exists() {
+        skip_or_fail("tune over ssh needs openssh-server (the lab starts an sshd of its own)");
+        return false;
+    }
+    true
+}
+
+/// `tune --watch ssh://`: the world's own sshd (keys of its own) in the server
+/// namespace, the config read, held (backup and lock there), written, tested with
+/// `nginx -t` and reloaded through the watch's session. The fix is kept with its
+/// interval; the baseline was watched over ssh; the backup of the original is said;
+/// the HTML page tells the step as kept with its pairs and interval.
+#[test]
+fn tune_over_ssh_keeps_the_fix() {
+    if !ssh_ready() {
+        return;
+    }
+    let (code, out, err, run) = lab_tune("worker-connections", &["--watch-ssh", "-d", "1s"]);
+    let run = run.unwrap_or_else(|| panic!("no JSON; stdout:\n{out}\nstderr:\n{err}"));
+    assert_eq!(code, 0, "stdout:\n{out}\nstderr:\n{err}");
+    assert_eq!(run["evidence"]["source"]["transport"], "ssh", "{out}");
+    let s = step(&run);
+    assert_eq!(s["decision"], "kept", "stdout:\n{out}\nstderr:\n{err}");
+    assert_eq!(s["edits"][0]["directive"], "worker_connections");
+    assert!(s["gain"]["low_pct"].as_f64().unwrap() > 2.0, "{s}");
+    assert!(out.contains("95% interval"), "{out}");
+    assert!(out.contains("nginx.conf changed\n"), "{out}");
+    assert!(
+        out.contains("lab: the server serves") && out.contains("(status 200)"),
+        "{out}"
+    );
+    // The original kept on the server's side, beside its lock.
+    assert!(
+        err.contains("was changed: its original is kept in") && err.contains("nginx.conf.orig"),
+        "{err}"
+    );
+    let page = html_of(&run);
+    for want in [
+        "id=\"tune\"",
+        "<h3>Before</h3>",
+        "data-decision=\"kept\"",
+        "Step 1: KEPT",
+        "worker_connections",
+        "95% interval",
+        "<table class=\"pairs\">",
+        "<h3>After</h3>",
+        "Kept, and live now",
+    ] {
+        assert!(page.contains(want), "the page lacks {want}");
+    }
+    assert!(page.matches("<tr><td>").count() >= 5, "{page}");
+}
+
+/// A decoy over ssh: nginx's `keepalive_requests` where worker_connections is the
+/// limit; judged by throughput, reverted, the file byte-identical on the server's side
+/// (and no backup left there), the server serving; the page says reverted.
+#[test]
+fn a_decoy_over_ssh_is_reverted_byte_identical() {
+    if !ssh_ready() {
+        return;
+    }
+    let (code, out, err, run) = lab_tune(
+        "worker-connections",
+        &[
+            "--watch-ssh",
+            "-d",
+            "1s",
+            "--objective",
+            "throughput",
+            "--try",
+            "keepalive_requests 999999",
+        ],
+    );
+    let run = run.unwrap_or_else(|| panic!("no JSON; stdout:\n{out}\nstderr:\n{err}"));
+    assert_eq!(code, 0, "stdout:\n{out}\nstderr:\n{err}");
+    assert_eq!(step(&run)["decision"], "reverted", "{out}");
+    assert!(
+        out.contains("nginx.conf byte-identical to the original"),
+        "{out}"
+    );
+    assert!(!out.contains(" changed\n"), "{out}");
+    assert!(!err.contains("its original is kept"), "{err}");
+    assert!(
+        out.contains("lab: the server serves") && out.contains("(status 200)"),
+        "{out}"
+    );
+    let page = html_of(&run);
+    assert!(page.contains("data-decision=\"reverted\""), "{page}");
+    assert!(page.contains("No change kept"), "{page}");
 }

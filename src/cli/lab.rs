@@ -103,6 +103,11 @@ pub struct LabTuneArgs {
     /// Without --apply: show the change, write nothing.
     #[arg(long)]
     dry_run: bool,
+    /// Tune over ssh, as a server on another machine is (`tune --watch ssh://`): an
+    /// sshd of the world's own, with keys of its own, runs in the server namespace, and
+    /// the config is read, changed, tested and reloaded through it.
+    #[arg(long)]
+    watch_ssh: bool,
     /// Show the ip/tc/sysctl commands that build the world.
     #[arg(short = 'v', long)]
     verbose: bool,
@@ -121,6 +126,7 @@ pub fn cmd(c: LabCommand) -> anyhow::Result<ExitCode> {
                 json: a.json,
                 objective: a.objective,
                 dry_run: a.dry_run,
+                watch_ssh: a.watch_ssh,
                 verbose: a.verbose,
             };
             let sc = lab::find(&a.name)?;

@@ -6,6 +6,7 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::Arc;
+use std::time::Duration;
 
 use clap::Args;
 
@@ -71,9 +72,6 @@ pub fn cmd(mut a: TuneArgs) -> anyhow::Result<ExitCode> {
             "tune runs its loads from this machine: drop --ray, --segment and --start-at"
         );
     }
-    if r.load.watch_ssh.is_some() {
-        anyhow::bail!("tune --watch ssh:// is not supported yet: run loadlens tune on the server's machine (it must read, test and reload the server's config there)");
-    }
     if r.load.no_watch {
         anyhow::bail!("tune diagnoses the server it changes: drop --no-watch");
     }
@@ -111,6 +109,8 @@ pub fn cmd(mut a: TuneArgs) -> anyhow::Result<ExitCode> {
     let text = !a.run.quiet && json != Some(Dest::Stdout);
     let mut outputs: Vec<Output<Run>> = Vec::new();
     outputs.extend(json.map(|d| Output::new(Json, d)));
+    // The page of the baseline Run, the session told on it as a story.
+    outputs.extend(report::html_output(a.run.html.as_deref())?);
     if text {
         outputs.push(Output::new(
             Text {
@@ -119,6 +119,23 @@ pub fn cmd(mut a: TuneArgs) -> anyhow::Result<ExitCode> {
             Dest::Stdout,
         ));
     }
+    // With --watch ssh://, the server's config is read, changed, tested and reloaded on
+    // its machine through the watch's session (kept open through a signal: ssh has a
+    // process group of its own, so the config can be put back over it).
+    let loads = a.run.repeat.max(1) + a.steps.max(1) * (2 * a.pairs + 1);
+    let guard = match spec.duration_s {
+        Some(d) => {
+            Duration::from_secs_f64(d + spec.timeout_s.min(30.0) + 1.0) * loads
+                + a.run.pause * loads
+                + Duration::from_secs(600)
+        }
+        None => Duration::from_secs(6 * 3600),
+    };
+    let session = a.run.load.remote(guard, !text)?.map(Arc::new);
+    let host: Arc<dyn tune::live::Host> = match &session {
+        Some(s) => Arc::new(tune::remote::Remote { session: s.clone() }),
+        None => Arc::new(tune::live::Local::default()),
+    };
     let (stop, which) = signals()?;
     let job = pipeline::Job {
         spec: &spec,
@@ -126,7 +143,7 @@ pub fn cmd(mut a: TuneArgs) -> anyhow::Result<ExitCode> {
         addr,
         body: &body,
         watch: a.run.load.watch(addr),
-        remote: None,
+        remote: session.as_deref(),
         start_at: None,
         // The A/B pairs must be the same load each time; probes would add loads
         // between them (the baseline's diagnosis goes without them too, for now).
@@ -142,6 +159,7 @@ pub fn cmd(mut a: TuneArgs) -> anyhow::Result<ExitCode> {
         try_change,
         repeat: a.run.repeat.max(1),
         pause: a.run.pause,
+        host,
     };
     let mut say = |line: String| {
         let mut e = std::io::stderr().lock();

@@ -12,6 +12,7 @@
 
 pub mod apache;
 pub mod haproxy;
+pub mod live;
 pub mod nginx;
 pub mod php_fpm;
 

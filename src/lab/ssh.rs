@@ -28,6 +28,8 @@ pub fn serve(w: &mut World) -> anyhow::Result<Vec<String>> {
     }
     let d = w.dir.join("ssh");
     std::fs::create_dir_all(d.join("cache"))?;
+    // tune's locks and backups there (`kinds::live::state_dir`): they go with the world.
+    std::fs::create_dir_all(d.join("state"))?;
     for key in ["host_key", "client_key"] {
         let out = Command::new("ssh-keygen")
             .args(["-q", "-t", "ed25519", "-N", "", "-C", "loadlens-lab", "-f"])
@@ -49,7 +51,7 @@ pub fn serve(w: &mut World) -> anyhow::Result<Vec<String>> {
             "ListenAddress {SERVER_IP}:22\nHostKey {d}/host_key\nAuthorizedKeysFile {d}/authorized_keys\n\
              PermitRootLogin prohibit-password\nPasswordAuthentication no\n\
              KbdInteractiveAuthentication no\nUsePAM no\nStrictModes no\nPidFile none\n\
-             SetEnv LOADLENS_CACHE_DIR={d}/cache\n",
+             SetEnv LOADLENS_CACHE_DIR={d}/cache LOADLENS_STATE_DIR={d}/state\n",
             d = d.display()
         ),
     )?;

@@ -26,6 +26,9 @@ pub struct TuneOptions {
     pub objective: Option<String>,
     /// Dry run: tune without `--apply`.
     pub dry_run: bool,
+    /// Tune over ssh (`--watch ssh://`): the world's own sshd in the server namespace,
+    /// the config changed through it.
+    pub watch_ssh: bool,
     pub verbose: bool,
 }
 
@@ -74,6 +77,11 @@ pub fn tune(name: &str, o: &TuneOptions) -> anyhow::Result<u8> {
     let mut w = World::new(sc.name, o.verbose)?;
     let setup = (sc.build)(&mut w, false)
         .with_context(|| format!("building scenario {} (fault)", sc.name))?;
+    let remote = if o.watch_ssh {
+        super::ssh::serve(&mut w)?
+    } else {
+        Vec::new()
+    };
     let before = configs(&w);
     let exe = std::env::current_exe().context("cannot find the loadlens binary")?;
     let mut cmd = Command::new("ip");
@@ -91,7 +99,10 @@ pub fn tune(name: &str, o: &TuneOptions) -> anyhow::Result<u8> {
             "--allow-sysctl",
         ])
         .args(["--pairs", &o.pairs.to_string()])
-        .args(&setup.args);
+        .args(&setup.args)
+        .args(&remote)
+        // tune's locks and backups in the world (removed with it).
+        .env("LOADLENS_STATE_DIR", &w.dir);
     if !o.dry_run {
         cmd.arg("--apply");
     }

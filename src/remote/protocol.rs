@@ -30,6 +30,27 @@
 //!          the server finishes any watch and exits.
 //! ```
 //!
+//! `loadlens tune --watch ssh://` changes the server's config through the same channel,
+//! between loads, one request at a time (protocol 3):
+//!
+//! ```text
+//! client → {"type":"tune","op":{"do":"config_file","kind":"nginx","pid":812}}
+//! server ← {"type":"tuned","text":"/etc/nginx/nginx.conf","paths":[]}
+//! client → {"type":"tune","op":{"do":"hold","kind":"nginx","pid":812,"path":"/etc/nginx/nginx.conf"}}
+//!          (the file locked there and its original backed up beside the lock; only a
+//!           held file — one of that server's own config files — is ever written)
+//! client → {"type":"tune","op":{"do":"write","path":"…","text":"…"}}   the new text
+//! client → {"type":"tune","op":{"do":"test","kind":"nginx","pid":812,"file":"…"}}
+//! client → {"type":"tune","op":{"do":"reload","kind":"nginx","pid":812}}
+//! server ← {"type":"tuned",…} or {"type":"error","message":"the config test failed: …"}
+//! client → {"type":"tune","op":{"do":"release"}}   the locks let go; where the
+//!          backups of changed files are kept
+//! ```
+//!
+//! The channel closing with files held releases their locks (the server's process
+//! ends); putting a change back is the client's, which keeps the channel open for it
+//! through Ctrl-C and SIGTERM (ssh runs in a process group of its own).
+//!
 //! The samples come as they are taken so that a channel lost mid-run (the server's
 //! sshd restarted, the network gone) still leaves the Run the server's evidence up to
 //! then; the window's deltas, the logs and the profile come only with the stop.
@@ -42,11 +63,11 @@ use std::io::Write;
 
 use serde::{Deserialize, Serialize};
 
-use crate::run::{Evidence, Sample};
+use crate::run::{Evidence, Sample, ServerKind};
 use crate::watch::Found;
 
 /// Version of the messages below; a change that an older peer would misread bumps it.
-pub const PROTOCOL: u32 = 2;
+pub const PROTOCOL: u32 = 3;
 /// This build's version, as the hello carries it.
 pub const VERSION: &str = env!("CARGO_PKG_VERSION");
 /// The bootstrap script's line when the cached binary is missing (see `ssh.rs`).
@@ -77,6 +98,14 @@ pub const MAX_BEFORE_HELLO: u64 = 64 << 10;
 /// The longest message from the client (`watch --stdio` reads them): the start is the
 /// largest, 150 B measured, growing with the `--server-name`s and pids given.
 pub const MAX_REQUEST: usize = 1 << 20;
+/// The largest config file `tune` reads or writes on the server: nginx.conf of a
+/// large site is tens of KiB (the lab's are 1 to 3 KiB). A `write` request carries the
+/// file's text as a JSON string within [`MAX_REQUEST`]; a `tuned` reply carries it
+/// within [`MAX_TUNE_REPLY`].
+pub const MAX_CONFIG: u64 = 512 << 10;
+/// The longest `tuned` reply: a config file (at most [`MAX_CONFIG`], escaped as JSON at
+/// most six bytes a byte) and a few paths.
+pub const MAX_TUNE_REPLY: usize = 6 * (MAX_CONFIG as usize) + (64 << 10);
 /// Samples come one per interval from the server's `before` snapshot, which is taken
 /// after the client sent its start: at any moment the client has received at most
 /// `elapsed / interval + 1` of them, however the network bunched them. A server that
@@ -104,6 +133,48 @@ pub enum ToServer {
     },
     Start(StartWatch),
     Stop,
+    /// One operation of `tune` on the server's machine (not while a watch runs).
+    Tune {
+        op: TuneOp,
+    },
+}
+
+/// What `tune` asks of the server's machine: the same steps it takes on its own
+/// (`kinds::live`), there.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+#[serde(tag = "do", rename_all = "snake_case")]
+pub enum TuneOp {
+    /// The main config file process `pid` (a server of `kind`) was started with.
+    ConfigFile { kind: ServerKind, pid: i32 },
+    /// The files the main one includes that hold directives too, the main one first.
+    Files { kind: ServerKind, main: String },
+    /// A config file's text (at most [`MAX_CONFIG`]).
+    Read { path: String },
+    /// Locks `path` for this session and backs it up; refused unless it is one of
+    /// the config files of server `pid` and writable.
+    Hold {
+        kind: ServerKind,
+        pid: i32,
+        path: String,
+    },
+    /// Writes `text` over a held file, in place.
+    Write { path: String, text: String },
+    /// The server's own config test of `file`.
+    Test {
+        kind: ServerKind,
+        pid: i32,
+        file: String,
+    },
+    /// The server's graceful reload, and the wait for its new workers.
+    Reload { kind: ServerKind, pid: i32 },
+    /// A sysctl read (`value` absent) or written in process `pid`'s network namespace.
+    Sysctl {
+        pid: i32,
+        key: String,
+        value: Option<String>,
+    },
+    /// Lets go of every held file: what became of each (its backup kept or removed).
+    Release,
 }
 
 /// What to watch: the local `WatchSpec`'s fields, as the server needs them.
@@ -156,8 +227,17 @@ pub enum ToClient {
         #[serde(default)]
         cpu_s: f64,
     },
-    /// A message the server could not act on (e.g. a start while watching).
+    /// A message the server could not act on (e.g. a start while watching), or a
+    /// `tune` operation that failed (why).
     Error { message: String },
+    /// A `tune` operation done: its text (a path, a file, a sysctl's value, notes) and
+    /// paths (`files`).
+    Tuned {
+        #[serde(default)]
+        text: String,
+        #[serde(default)]
+        paths: Vec<String>,
+    },
 }
 
 /// Now, in seconds since the Unix epoch (the clock the exchanges compare).

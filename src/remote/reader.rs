@@ -13,7 +13,8 @@ use std::time::{Duration, Instant};
 
 use super::bounded::{LineError, LineReader, Size};
 use super::protocol::{
-    self, samples_allowed, ToClient, MAX_BEFORE_HELLO, MAX_EARLY_LINE, MAX_MESSAGE, MAX_SAMPLE,
+    self, samples_allowed, ToClient, MAX_BEFORE_HELLO, MAX_CONFIG, MAX_EARLY_LINE, MAX_MESSAGE,
+    MAX_SAMPLE, MAX_TUNE_REPLY,
 };
 use crate::run::Sample;
 
@@ -119,6 +120,14 @@ impl Reader {
                         return Some(why);
                     }
                     continue;
+                }
+                Ok(ToClient::Tuned { .. }) if len > MAX_TUNE_REPLY => {
+                    return Some(format!(
+                        "the remote watch on {host} sent a reply to tune of {} (the limit is {}: a config file of at most {} as JSON): the session was ended",
+                        Size(len as u64),
+                        Size(MAX_TUNE_REPLY as u64),
+                        Size(MAX_CONFIG)
+                    ));
                 }
                 Ok(msg) => Incoming::Msg(msg),
                 Err(e) => Incoming::Unreadable(format!("{e}: {line:.120}")),

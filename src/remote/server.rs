@@ -12,13 +12,17 @@
 
 use std::io::{BufReader, Write};
 use std::net::SocketAddr;
+use std::path::Path;
 use std::sync::mpsc::{self, RecvTimeoutError};
 use std::time::{Duration, Instant};
 
-use super::bounded::{LineError, LineReader};
+use super::bounded::{read_file, LineError, LineReader, Size};
 use super::protocol::unix_now;
-use super::protocol::{self, ToClient, ToServer, MAX_REQUEST, PROTOCOL, VERSION};
-use crate::run::Sample;
+use super::protocol::{
+    self, ToClient, ToServer, TuneOp, MAX_CONFIG, MAX_REQUEST, PROTOCOL, VERSION,
+};
+use crate::kinds::{self, live, live::Held};
+use crate::run::{Sample, ServerKind};
 use crate::watch::discover::Hints;
 use crate::watch::{Watch, WatchSpec};
 
@@ -77,6 +81,9 @@ pub fn serve(max_duration: Duration) -> anyhow::Result<Ended> {
     let deadline = Instant::now() + max_duration;
     let mut greeted = false;
     let mut watching: Option<(Watch, ProcessCpu)> = None;
+    // The config files a tune over ssh holds: released (their locks let go) when the
+    // session ends, however it ends.
+    let mut held = Held::default();
     // Which watch this is, and how many of its samples went out as they were taken.
     let (mut generation, mut sent) = (0u64, 0usize);
     let ended = loop {
@@ -171,6 +178,15 @@ pub fn serve(max_duration: Duration) -> anyhow::Result<Ended> {
                     message: format!("bad target address `{}`: {e}", s.target),
                 },
             },
+            Input::Msg(ToServer::Tune { .. }) if watching.is_some() => ToClient::Error {
+                message: "tune's changes wait for the watch to stop".into(),
+            },
+            Input::Msg(ToServer::Tune { op }) => match tune(&mut held, op) {
+                Ok((text, paths)) => ToClient::Tuned { text, paths },
+                Err(e) => ToClient::Error {
+                    message: format!("{e:#}"),
+                },
+            },
             Input::Msg(ToServer::Stop) => match watching.take() {
                 Some((watch, cpu)) => {
                     let mut evidence = watch.finish();
@@ -199,6 +215,52 @@ pub fn serve(max_duration: Duration) -> anyhow::Result<Ended> {
     }
     let _ = out.flush();
     Ok(ended)
+}
+
+/// One of `tune`'s operations on this machine (`kinds::live`, as `tune` does them on
+/// its own): the reply's text and paths.
+fn tune(held: &mut Held, op: TuneOp) -> anyhow::Result<(String, Vec<String>)> {
+    let server = |k: ServerKind| {
+        kinds::of(k).ok_or_else(|| anyhow::anyhow!("tune cannot change a {} server", k.name()))
+    };
+    let done = |text: String| Ok((text, Vec::new()));
+    match op {
+        TuneOp::ConfigFile { kind, pid } => {
+            done(server(kind)?.config_file(pid)?.display().to_string())
+        }
+        TuneOp::Files { kind, main } => Ok((
+            String::new(),
+            server(kind)?
+                .files(Path::new(&main))
+                .iter()
+                .map(|p| p.display().to_string())
+                .collect(),
+        )),
+        TuneOp::Read { path } => done(read_file(Path::new(&path), MAX_CONFIG).map_err(|e| {
+            anyhow::anyhow!(
+                "{e} (tune reads config files of at most {})",
+                Size(MAX_CONFIG)
+            )
+        })?),
+        TuneOp::Hold { kind, pid, path } => {
+            held.hold(server(kind)?, pid, Path::new(&path))?;
+            done(String::new())
+        }
+        TuneOp::Write { path, text } => {
+            held.write(Path::new(&path), text.as_bytes())?;
+            done(String::new())
+        }
+        TuneOp::Test { kind, pid, file } => {
+            live::config_test(server(kind)?, pid, Path::new(&file))?;
+            done(String::new())
+        }
+        TuneOp::Reload { kind, pid } => {
+            live::reload(server(kind)?, pid)?;
+            done(String::new())
+        }
+        TuneOp::Sysctl { pid, key, value } => done(live::sysctl(pid, &key, value.as_deref())?),
+        TuneOp::Release => done(held.release().join("\n")),
+    }
 }
 
 /// Why this side will not watch for that client: versions, or no /proc to read.

@@ -28,7 +28,8 @@ use anyhow::{bail, Context};
 
 use super::protocol::unix_now;
 use super::protocol::{
-    self, best, combine, ClockSample, StartWatch, ToClient, ToServer, MISSING, PROTOCOL, VERSION,
+    self, best, combine, ClockSample, StartWatch, ToClient, ToServer, TuneOp, MISSING, PROTOCOL,
+    VERSION,
 };
 use super::reader::{end_group, lock, wait_bounded, Incoming, Reader, Shared, UNASKED};
 use super::server::machine;
@@ -248,6 +249,29 @@ impl Session {
             lost_at_s: ev.source.as_ref().and_then(|s| s.lost_at_s),
         });
         ev
+    }
+
+    /// One `tune` operation on the server's machine (between loads): the reply's text
+    /// and paths, or the server's error. A config test or a reload may take a while:
+    /// the wait is [`REPLY_WAIT`].
+    pub fn tune(&self, op: TuneOp) -> anyhow::Result<(String, Vec<String>)> {
+        let mut ch = self.inner.lock().unwrap_or_else(|e| e.into_inner());
+        let msg = ToServer::Tune { op };
+        let len = serde_json::to_vec(&msg)?.len();
+        if len >= protocol::MAX_REQUEST {
+            bail!(
+                "a request of {} to {} is past the limit of {} a message: tune over ssh changes config files of at most that much",
+                super::bounded::Size(len as u64),
+                self.dest.host,
+                super::bounded::Size(protocol::MAX_REQUEST as u64)
+            );
+        }
+        ch.send(&msg)?;
+        match ch.reply(REPLY_WAIT)? {
+            ToClient::Tuned { text, paths } => Ok((text, paths)),
+            ToClient::Error { message } => bail!("on {}: {message}", self.hostname),
+            other => bail!("no answer from {}: {}", self.dest.host, said(other)),
+        }
     }
 
     /// Whether the channel was lost during an earlier load (nothing more will come).

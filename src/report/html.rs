@@ -124,6 +124,9 @@ pub fn page(run: &Run) -> String {
         let _ = write!(o, "<div>{k}<b>{}</b></div>", esc(&v));
     }
     o.push_str("</div>");
+    if let Some(t) = &run.tune {
+        super::tune::html(&mut o, t);
+    }
     objectives(&mut o, run);
     findings(&mut o, run);
     super::path::html(&mut o, run);

@@ -9,6 +9,9 @@ use std::path::{Path, PathBuf};
 
 use anyhow::{bail, Context};
 
+use std::sync::Arc;
+
+use super::live::Host;
 use crate::kinds::{self, Server};
 use crate::run::{Fact, Finding, Role, Run, ServerKind, Tier, TuneEdit};
 
@@ -18,26 +21,33 @@ pub struct Target {
     pub server: &'static dyn Server,
     pub pid: i32,
     pub file: PathBuf,
+    /// Where it runs: its files are read, written, tested and reloaded there.
+    pub host: Arc<dyn Host>,
 }
 
 impl Target {
     /// The watched process of `kind` that owns a config (a master, or a server alone).
-    pub fn find(run: &Run, kind: ServerKind) -> Option<anyhow::Result<Target>> {
+    pub fn find(
+        run: &Run,
+        kind: ServerKind,
+        host: &Arc<dyn Host>,
+    ) -> Option<anyhow::Result<Target>> {
         let topo = run.evidence.as_ref()?.topology.clone();
         let p = topo
             .processes
             .iter()
             .find(|p| p.kind == kind && p.role != Role::Worker)?;
         let server = kinds::of(kind)?;
-        Some(server.config_file(p.pid).map(|file| Target {
+        Some(host.config_file(server, p.pid).map(|file| Target {
             server,
             pid: p.pid,
             file,
+            host: host.clone(),
         }))
     }
 
     /// The front server (the one serving the URL) tune can change.
-    pub fn front(run: &Run) -> anyhow::Result<Target> {
+    pub fn front(run: &Run, host: &Arc<dyn Host>) -> anyhow::Result<Target> {
         let topo = run
             .evidence
             .as_ref()
@@ -68,7 +78,8 @@ impl Target {
         Ok(Target {
             server,
             pid: p.pid,
-            file: server.config_file(p.pid)?,
+            file: host.config_file(server, p.pid)?,
+            host: host.clone(),
         })
     }
 }
@@ -102,7 +113,7 @@ impl Change {
         name: &str,
         matching: Option<&str>,
     ) -> Option<(PathBuf, String)> {
-        for f in t.server.files(&t.file) {
+        for f in t.host.files(t.server, &t.file).ok()? {
             let text = self.text(t, &f).ok()?;
             if let Some(found) = kinds::find(t.server, &text, name, matching)
                 .into_iter()
@@ -114,19 +125,17 @@ impl Change {
         None
     }
 
-    fn text(&self, _t: &Target, file: &Path) -> anyhow::Result<String> {
+    fn text(&self, t: &Target, file: &Path) -> anyhow::Result<String> {
         match self.files.get(file) {
             Some((_, _, now)) => Ok(now.clone()),
-            None => std::fs::read_to_string(file)
-                .with_context(|| format!("cannot read {}", file.display())),
+            None => t.host.read(file),
         }
     }
 
     fn record(&mut self, t: &Target, file: &Path, now: String) -> anyhow::Result<()> {
         let original = match self.files.get(file) {
             Some((_, o, _)) => o.clone(),
-            None => std::fs::read_to_string(file)
-                .with_context(|| format!("cannot read {}", file.display()))?,
+            None => t.host.read(file)?,
         };
         self.files
             .insert(file.to_path_buf(), (t.clone(), original, now));
@@ -211,6 +220,8 @@ pub enum Plan {
 /// What plans need besides the Run.
 pub struct Ask {
     pub allow_sysctl: bool,
+    /// Where the server runs.
+    pub host: Arc<dyn Host>,
 }
 
 fn pow2_at_least(n: u64) -> u64 {
@@ -234,7 +245,7 @@ pub fn plan(run: &Run, f: &Finding, ask: &Ask) -> anyhow::Result<Plan> {
     let mut c = Change::new(&f.id, String::new(), f.evidence.clone());
     match f.id.as_str() {
         "upstream-saturated" => {
-            let Some(t) = Target::find(run, ServerKind::PhpFpm) else {
+            let Some(t) = Target::find(run, ServerKind::PhpFpm, &ask.host) else {
                 return none("the upstream is not a php-fpm loadlens watches");
             };
             let t = t?;
@@ -276,7 +287,7 @@ pub fn plan(run: &Run, f: &Finding, ask: &Ask) -> anyhow::Result<Plan> {
             }
         }
         "connection-limit" | "fd-limit" => {
-            let t = Target::front(run)?;
+            let t = Target::front(run, &ask.host)?;
             let want = pow2_at_least(conns * 4).max(4096);
             let done = match (t.server.kind(), f.id.as_str()) {
                 (ServerKind::Nginx, "fd-limit") => {
@@ -302,10 +313,12 @@ pub fn plan(run: &Run, f: &Finding, ask: &Ask) -> anyhow::Result<Plan> {
             }
         }
         "listen-queue-overflow" => {
-            let t = Target::front(run)?;
+            let t = Target::front(run, &ask.host)?;
             let want = pow2_at_least(conns * 2).max(4096);
             let ns_pid = t.pid;
-            let somax: u64 = super::live::sysctl(ns_pid, "net.core.somaxconn", None)
+            let somax: u64 = ask
+                .host
+                .sysctl(ns_pid, "net.core.somaxconn", None)
                 .ok()
                 .and_then(|v| v.parse().ok())
                 .unwrap_or(4096);
@@ -355,7 +368,7 @@ pub fn plan(run: &Run, f: &Finding, ask: &Ask) -> anyhow::Result<Plan> {
             }
         }
         "ephemeral-ports-exhausted" | "time-wait-connect-cost" => {
-            let t = Target::front(run)?;
+            let t = Target::front(run, &ask.host)?;
             if t.server.kind() != ServerKind::Nginx {
                 return none("upstream keep-alive is typed for nginx only");
             }
@@ -368,7 +381,7 @@ pub fn plan(run: &Run, f: &Finding, ask: &Ask) -> anyhow::Result<Plan> {
                 .next()
                 .unwrap_or("")
                 .to_string();
-            let text = std::fs::read_to_string(&t.file)?;
+            let text = t.host.read(&t.file)?;
             let in_block = kinds::find(t.server, &text, "keepalive", None)
                 .iter()
                 .any(|k| {
@@ -391,7 +404,7 @@ pub fn plan(run: &Run, f: &Finding, ask: &Ask) -> anyhow::Result<Plan> {
             )?;
         }
         "server-cpu-saturated" | "compression-cpu" => {
-            let t = Target::front(run)?;
+            let t = Target::front(run, &ask.host)?;
             let level = c
                 .current(&t, "gzip_comp_level", None)
                 .and_then(|(_, v)| num(&v));
@@ -404,7 +417,7 @@ pub fn plan(run: &Run, f: &Finding, ask: &Ask) -> anyhow::Result<Plan> {
             }
         }
         "small-proxy-buffers" => {
-            let t = Target::front(run)?;
+            let t = Target::front(run, &ask.host)?;
             if c.current(&t, "proxy_buffers", None).is_none() {
                 return none("proxy_buffers is not written in nginx's config file");
             }
@@ -446,20 +459,20 @@ fn apache_workers(run: &Run, f: &Finding, t: &Target, conns: u64) -> anyhow::Res
 }
 
 /// `--try 'directive value'`: set in the front server's files, else an upstream's.
-pub fn tried(run: &Run, directive: &str, value: &str) -> anyhow::Result<Plan> {
+pub fn tried(run: &Run, directive: &str, value: &str, ask: &Ask) -> anyhow::Result<Plan> {
     let mut c = Change::new(
         "--try",
         format!("asked for: `{directive} {value}`"),
         Vec::new(),
     );
-    let mut targets = vec![Target::front(run)?];
+    let mut targets = vec![Target::front(run, &ask.host)?];
     for k in [
         ServerKind::PhpFpm,
         ServerKind::Nginx,
         ServerKind::Apache,
         ServerKind::Haproxy,
     ] {
-        if let Some(Ok(t)) = Target::find(run, k) {
+        if let Some(Ok(t)) = Target::find(run, k, &ask.host) {
             targets.push(t);
         }
     }

@@ -1,157 +1,84 @@
-//! Touching the live server, each step checked: a file written in place (same inode,
-//! owner and mode), the server's own config test, its graceful reload and the wait for
-//! the new workers, a request that proves it serves, a sysctl inside the server's
-//! network namespace, and the lock that keeps two tunes off one config file.
+//! The live server as `tune` touches it, wherever it runs ([`Host`]): on this machine
+//! ([`Local`], through `kinds::live`), or on the server's machine through the watch's
+//! ssh session (`remote.rs`), the same steps done there. And the request that proves
+//! the server serves, always from this machine (where the load comes from).
 
-use std::collections::BTreeSet;
 use std::io::{Read, Write};
-use std::os::fd::AsRawFd;
 use std::path::{Path, PathBuf};
-use std::process::{Command, Stdio};
+use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
 use anyhow::{bail, Context};
 
+use crate::kinds::live::{self, Held};
 use crate::kinds::Server;
 
-/// How long a reload may take before the server counts as not serving.
-const RELOAD_WAIT: Duration = Duration::from_secs(15);
-
-/// Writes `text` over `path` in place: the same inode (a bind mount, a hard link and
-/// the owner and mode stay), flushed to disk.
-pub fn write_in_place(path: &Path, text: &[u8]) -> anyhow::Result<()> {
-    let mut f = std::fs::OpenOptions::new()
-        .write(true)
-        .truncate(true)
-        .open(path)
-        .with_context(|| format!("cannot write {}", path.display()))?;
-    f.write_all(text)
-        .and_then(|_| f.sync_all())
-        .with_context(|| format!("cannot write {}", path.display()))
+/// Where the server's files and processes are, and the steps `tune` takes on them.
+pub trait Host {
+    /// Where, in words, for messages (`this machine`, `web1`).
+    fn name(&self) -> String;
+    /// The main config file of server process `pid`.
+    fn config_file(&self, s: &dyn Server, pid: i32) -> anyhow::Result<PathBuf>;
+    /// The files the main one includes that hold directives too, the main one first.
+    fn files(&self, s: &dyn Server, main: &Path) -> anyhow::Result<Vec<PathBuf>>;
+    /// A config file's text.
+    fn read(&self, path: &Path) -> anyhow::Result<String>;
+    /// Checks, locks and backs up `path`, a config file of server `pid`, for the
+    /// session: only held files are written.
+    fn hold(&self, s: &dyn Server, pid: i32, path: &Path) -> anyhow::Result<()>;
+    /// Writes a held file in place.
+    fn write(&self, path: &Path, text: &str) -> anyhow::Result<()>;
+    /// The server's own config test of `file`.
+    fn config_test(&self, s: &dyn Server, pid: i32, file: &Path) -> anyhow::Result<()>;
+    /// The graceful reload and the wait for new workers.
+    fn reload(&self, s: &dyn Server, pid: i32) -> anyhow::Result<()>;
+    /// A sysctl read (`value = None`) or written in process `pid`'s network namespace.
+    fn sysctl(&self, pid: i32, key: &str, value: Option<&str>) -> anyhow::Result<String>;
+    /// Lets go of the held files; a line for each changed one (where its backup is).
+    fn release(&self) -> anyhow::Result<Vec<String>>;
 }
 
-/// Why `path` cannot be tuned (not a regular file, not writable), or `Ok`.
-pub fn check_writable(path: &Path) -> anyhow::Result<()> {
-    let meta = std::fs::symlink_metadata(path)
-        .with_context(|| format!("cannot read the config file {}", path.display()))?;
-    if !meta.file_type().is_file() {
-        bail!(
-            "{} is not a regular file (a symlink or a device): tune edits only the file itself; give the server the real path",
-            path.display()
-        );
+/// The server on this machine.
+#[derive(Default)]
+pub struct Local {
+    held: Mutex<Held>,
+}
+
+impl Host for Local {
+    fn name(&self) -> String {
+        "this machine".into()
     }
-    std::fs::OpenOptions::new()
-        .append(true)
-        .open(path)
-        .with_context(|| {
-            format!(
-                "{} is not writable by loadlens: run tune as the user who may edit it (root for a system server)",
-                path.display()
-            )
-        })?;
-    Ok(())
-}
-
-/// Runs a command to completion within `limit`; its output on failure.
-fn run(cmd: &[String], limit: Duration) -> anyhow::Result<()> {
-    let mut child = Command::new(&cmd[0])
-        .args(&cmd[1..])
-        .stdin(Stdio::null())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .with_context(|| format!("cannot run {}", cmd[0]))?;
-    let mut err = child.stderr.take().expect("piped");
-    let mut out = child.stdout.take().expect("piped");
-    let reader = std::thread::spawn(move || {
-        let mut s = String::new();
-        let _ = err.read_to_string(&mut s);
-        let _ = out.read_to_string(&mut s);
-        s
-    });
-    let t0 = Instant::now();
-    let status = loop {
-        if let Some(st) = child.try_wait()? {
-            break st;
-        }
-        if t0.elapsed() > limit {
-            let _ = child.kill();
-            let _ = child.wait();
-            bail!("`{}` took more than {} s", cmd.join(" "), limit.as_secs());
-        }
-        std::thread::sleep(Duration::from_millis(20));
-    };
-    let text = reader.join().unwrap_or_default();
-    if !status.success() {
-        bail!("`{}` failed ({status}):\n{}", cmd.join(" "), text.trim());
+    fn config_file(&self, s: &dyn Server, pid: i32) -> anyhow::Result<PathBuf> {
+        s.config_file(pid)
     }
-    Ok(())
-}
-
-/// The server's own test of `file` as process `pid` would read it, in the server's
-/// network namespace: `nginx -t` binds its `listen` addresses, which exist only there
-/// when the server lives in a namespace of its own.
-pub fn config_test(s: &dyn Server, pid: i32, file: &Path) -> anyhow::Result<()> {
-    let mut cmd = s.test_command(pid, file)?;
-    let ns = |p: &str| std::fs::read_link(format!("/proc/{p}/ns/net")).ok();
-    if ns(&pid.to_string()) != ns("self") {
-        let mut enter = vec!["nsenter".to_string(), format!("--net=/proc/{pid}/ns/net")];
-        enter.append(&mut cmd);
-        cmd = enter;
+    fn files(&self, s: &dyn Server, main: &Path) -> anyhow::Result<Vec<PathBuf>> {
+        Ok(s.files(main))
     }
-    run(&cmd, Duration::from_secs(20)).context("the config test failed")
-}
-
-/// The pids of a process's children.
-fn children(pid: i32) -> BTreeSet<i32> {
-    std::fs::read_to_string(format!("/proc/{pid}/task/{pid}/children"))
-        .unwrap_or_default()
-        .split_whitespace()
-        .filter_map(|p| p.parse().ok())
-        .collect()
-}
-
-fn alive(pid: i32) -> bool {
-    // SAFETY: signal 0 only checks that the process exists.
-    unsafe { libc::kill(pid, 0) == 0 }
-}
-
-/// Sends the server's reload signal to `pid` and waits until new workers serve: a child
-/// that was not there before, the old ones gone (or, after the wait, still draining).
-pub fn reload(s: &dyn Server, pid: i32) -> anyhow::Result<()> {
-    let sig = s.reload_signal(pid)?;
-    let before = children(pid);
-    // SAFETY: kill(2) with a signal the server handles as a reload.
-    if unsafe { libc::kill(pid, sig) } != 0 {
-        bail!(
-            "cannot signal {} {pid}: {}",
-            s.kind().name(),
-            std::io::Error::last_os_error()
-        );
+    fn read(&self, path: &Path) -> anyhow::Result<String> {
+        std::fs::read_to_string(path).with_context(|| format!("cannot read {}", path.display()))
     }
-    let t0 = Instant::now();
-    loop {
-        std::thread::sleep(Duration::from_millis(50));
-        if !alive(pid) {
-            bail!("{} {pid} exited on reload", s.kind().name());
-        }
-        let now = children(pid);
-        let fresh = now.difference(&before).count();
-        let old_left = now.intersection(&before).count();
-        if (fresh > 0 || before.is_empty()) && old_left == 0 {
-            return Ok(());
-        }
-        if t0.elapsed() > RELOAD_WAIT {
-            if fresh > 0 {
-                return Ok(()); // the old ones are draining
-            }
-            bail!(
-                "{} {pid} started no new workers within {} s of its reload signal",
-                s.kind().name(),
-                RELOAD_WAIT.as_secs()
-            );
-        }
+    fn hold(&self, s: &dyn Server, pid: i32, path: &Path) -> anyhow::Result<()> {
+        lock(&self.held).hold(s, pid, path)
     }
+    fn write(&self, path: &Path, text: &str) -> anyhow::Result<()> {
+        lock(&self.held).write(path, text.as_bytes())
+    }
+    fn config_test(&self, s: &dyn Server, pid: i32, file: &Path) -> anyhow::Result<()> {
+        live::config_test(s, pid, file)
+    }
+    fn reload(&self, s: &dyn Server, pid: i32) -> anyhow::Result<()> {
+        live::reload(s, pid)
+    }
+    fn sysctl(&self, pid: i32, key: &str, value: Option<&str>) -> anyhow::Result<String> {
+        live::sysctl(pid, key, value)
+    }
+    fn release(&self) -> anyhow::Result<Vec<String>> {
+        Ok(lock(&self.held).release())
+    }
+}
+
+fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(|e| e.into_inner())
 }
 
 /// A GET of `url` answered (any status: a 502 of a proxy whose upstream is the fault
@@ -200,92 +127,4 @@ pub fn serving(url: &str) -> anyhow::Result<u16> {
         std::thread::sleep(Duration::from_millis(200));
     }
     bail!("the server does not serve {url}: {last}")
-}
-
-/// A sysctl read (`value = None`) or written in the network namespace of process
-/// `pid` (where the server's sockets are), through `nsenter` and `sysctl`.
-pub fn sysctl(pid: i32, key: &str, value: Option<&str>) -> anyhow::Result<String> {
-    let net = format!("--net=/proc/{pid}/ns/net");
-    let mut cmd = Command::new("nsenter");
-    cmd.arg(&net).args(["sysctl", "-n"]);
-    match value {
-        Some(v) => cmd.args(["-w", &format!("{key}={v}")]),
-        None => cmd.arg(key),
-    };
-    let out = cmd
-        .stdin(Stdio::null())
-        .output()
-        .context("cannot run nsenter (util-linux) for a sysctl")?;
-    if !out.status.success() {
-        bail!(
-            "sysctl {key} in pid {pid}'s network namespace: {}",
-            String::from_utf8_lossy(&out.stderr).trim()
-        );
-    }
-    Ok(String::from_utf8_lossy(&out.stdout).trim().to_string())
-}
-
-/// An exclusive lock on one config file for the session: a second tune of the same
-/// file is refused. Released (and its file removed) when dropped, and by the kernel
-/// when the process dies.
-pub struct Lock {
-    file: std::fs::File,
-    path: PathBuf,
-}
-
-/// Where locks and backups go: `/run/lock` (cleared at boot), else the temp dir.
-pub fn state_dir() -> PathBuf {
-    let run = Path::new("/run/lock");
-    if run.is_dir() {
-        run.to_path_buf()
-    } else {
-        std::env::temp_dir()
-    }
-}
-
-/// The name of a config file's lock and backup: its path, `/` → `_`.
-pub fn stem(config: &Path) -> String {
-    let p = std::fs::canonicalize(config).unwrap_or_else(|_| config.to_path_buf());
-    format!("loadlens-tune{}", p.display().to_string().replace('/', "_"))
-}
-
-impl Lock {
-    /// Whether this is the lock of `config`.
-    pub fn is(&self, config: &Path) -> bool {
-        self.path == state_dir().join(format!("{}.lock", stem(config)))
-    }
-
-    pub fn take(config: &Path) -> anyhow::Result<Lock> {
-        let path = state_dir().join(format!("{}.lock", stem(config)));
-        let mut file = std::fs::OpenOptions::new()
-            .create(true)
-            .truncate(false)
-            .read(true)
-            .write(true)
-            .open(&path)
-            .with_context(|| format!("cannot create the lock {}", path.display()))?;
-        // SAFETY: flock on a file we hold open.
-        if unsafe { libc::flock(file.as_raw_fd(), libc::LOCK_EX | libc::LOCK_NB) } != 0 {
-            let mut holder = String::new();
-            let _ = file.read_to_string(&mut holder);
-            bail!(
-                "another loadlens tune (pid {}) is changing {}: one tune per server at a time; wait for it to end",
-                holder.trim(),
-                config.display()
-            );
-        }
-        file.set_len(0)?;
-        write!(file, "{}", std::process::id())?;
-        Ok(Lock { file, path })
-    }
-}
-
-impl Drop for Lock {
-    fn drop(&mut self) {
-        let _ = std::fs::remove_file(&self.path);
-        // SAFETY: unlocking the file we locked.
-        unsafe {
-            libc::flock(self.file.as_raw_fd(), libc::LOCK_UN);
-        }
-    }
 }

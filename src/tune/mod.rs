@@ -15,6 +15,7 @@
 
 pub mod change;
 pub mod live;
+pub mod remote;
 
 use std::collections::BTreeSet;
 use std::path::PathBuf;
@@ -105,6 +106,8 @@ pub struct Options {
     pub repeat: u32,
     /// Pause before each load (`--pause`).
     pub pause: std::time::Duration,
+    /// Where the server runs: this machine, or the other end of `--watch ssh://`.
+    pub host: Arc<dyn live::Host>,
 }
 
 /// How a session ended.
@@ -156,14 +159,13 @@ pub fn tune(
     let mut outcome = Outcome::Done;
     let mut tried: BTreeSet<String> = BTreeSet::new();
     let mut diagnosed = run.clone();
-    let mut locks: Vec<live::Lock> = Vec::new();
     for step in 0..opts.steps.max(1) {
         if stop.load(Ordering::Relaxed) {
             outcome = Outcome::Interrupted;
             break;
         }
         let plan = if let (0, Some((d, v))) = (step, &opts.try_change) {
-            change::tried(&diagnosed, d, v)?
+            change::tried(&diagnosed, d, v, &ask(opts))?
         } else {
             next_plan(&diagnosed, &tried, opts, say)?
         };
@@ -204,11 +206,8 @@ pub fn tune(
             session.steps.push(st);
             break;
         }
-        for path in c.files.keys() {
-            if !locks.iter().any(|l| l.is(path)) {
-                live::check_writable(path)?;
-                locks.push(live::Lock::take(path)?);
-            }
+        for (path, (t, _, _)) in &c.files {
+            opts.host.hold(t.server, t.pid, path)?;
         }
         let (decision, why) = prove(job, opts, &c, &mut st, &stop, progress, say, &mut session);
         st.decision = decision;
@@ -232,7 +231,10 @@ pub fn tune(
             diagnosed = pipeline::measure(job, stop.clone(), progress)?;
         }
     }
-    drop(locks);
+    match opts.host.release() {
+        Ok(notes) => notes.into_iter().for_each(&mut *say),
+        Err(e) => say(format!("could not release the config files' locks: {e:#}")),
+    }
     run.tune = Some(session);
     Ok((run, outcome))
 }
@@ -247,9 +249,7 @@ fn next_plan(
     opts: &Options,
     say: Say,
 ) -> anyhow::Result<Plan> {
-    let ask = Ask {
-        allow_sysctl: opts.allow_sysctl,
-    };
+    let ask = ask(opts);
     let mut skipped: Vec<String> = Vec::new();
     let ranked = run
         .findings
@@ -274,6 +274,13 @@ fn next_plan(
     Ok(Plan::Nothing(skipped.into_iter().next().unwrap_or_else(
         || "no bottleneck found: nothing to tune".to_string(),
     )))
+}
+
+fn ask(opts: &Options) -> Ask {
+    Ask {
+        allow_sysctl: opts.allow_sysctl,
+        host: opts.host.clone(),
+    }
 }
 
 fn load_words(job: &Job) -> String {
@@ -306,26 +313,26 @@ enum Side {
 
 /// Makes `side` of change `c` live: sysctls (before a reload, so a listen() at the
 /// reload sees them), files written, each tested, each server reloaded and serving.
-fn make_live(c: &Change, side: Side, url: &str) -> anyhow::Result<()> {
+fn make_live(c: &Change, side: Side, url: &str, host: &dyn live::Host) -> anyhow::Result<()> {
     for e in &c.edits {
         if let TuneEdit::Sysctl { pid, key, old, new } = e {
             let v = if side == Side::New { new } else { old };
-            live::sysctl(*pid, key, Some(v))?;
+            host.sysctl(*pid, key, Some(v))?;
         }
     }
     let mut reload: Vec<&Target> = Vec::new();
     for (path, (t, old, new)) in &c.files {
         let text = if side == Side::New { new } else { old };
-        live::write_in_place(path, text.as_bytes())?;
+        t.host.write(path, text)?;
         if !reload.iter().any(|r| r.pid == t.pid) {
             reload.push(t);
         }
     }
     for t in &reload {
-        live::config_test(t.server, t.pid, &t.file)?;
+        t.host.config_test(t.server, t.pid, &t.file)?;
     }
     for t in &reload {
-        live::reload(t.server, t.pid)?;
+        t.host.reload(t.server, t.pid)?;
     }
     live::serving(url).map(|_| ())
 }
@@ -333,13 +340,13 @@ fn make_live(c: &Change, side: Side, url: &str) -> anyhow::Result<()> {
 /// Puts the old side back after a failure or a signal: every file byte for byte, each
 /// server reloaded, the sysctls; errors said, not returned (the first error is what the
 /// user sees).
-fn restore(c: &Change, url: &str, say: Say) {
-    match make_live(c, Side::Old, url) {
+fn restore(c: &Change, url: &str, host: &dyn live::Host, say: Say) {
+    match make_live(c, Side::Old, url, host) {
         Ok(()) => say("restored the original config; the server serves".into()),
         Err(e) => {
             // The files at least are back, whatever the reload did.
-            for (path, (_, old, _)) in &c.files {
-                let _ = live::write_in_place(path, old.as_bytes());
+            for (path, (t, old, _)) in &c.files {
+                let _ = t.host.write(path, old);
             }
             say(format!(
                 "error while restoring: {e:#}: the files were written back; check the server"
@@ -386,7 +393,7 @@ fn prove(
                 opts.pause
             };
             if *live != Some(side) {
-                make_live(c, side, &url)?;
+                make_live(c, side, &url, &*opts.host)?;
                 *live = Some(side);
             }
             // Queues and TIME_WAIT of the load before settle the same way for each side.
@@ -441,7 +448,7 @@ fn prove(
         let interrupted = stop.load(Ordering::Relaxed);
         // Whatever was live when it failed: a test may have failed with the new files
         // written, a signal may have come during a reload.
-        restore(c, &url, say);
+        restore(c, &url, &*opts.host, say);
         return if interrupted {
             (
                 Decision::Interrupted,
@@ -487,10 +494,10 @@ fn prove(
     } else {
         format!("reverted: the spread blew up: {interval}")
     };
-    match make_live(c, Side::Old, &url) {
+    match make_live(c, Side::Old, &url, &*opts.host) {
         Ok(()) => (Decision::Reverted, why),
         Err(e) => {
-            restore(c, &url, say);
+            restore(c, &url, &*opts.host, say);
             (
                 Decision::Failed,
                 format!("{why}; putting it back failed: {e:#}"),
