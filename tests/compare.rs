@@ -49,7 +49,7 @@ fn run(dir: &Path, name: &str, url: &str, conns: &str, repeat: &str) -> PathBuf 
         .args([
             "run", url, "-c", conns, "-t", "1", "-d", WINDOW, "--repeat", repeat,
         ])
-        .args(["--pause", "200ms", "-q", "--json"])
+        .args(["--pause", "200ms", "--no-probe", "-q", "--json"])
         .arg(&path)
         .output()
         .unwrap();

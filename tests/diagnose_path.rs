@@ -305,14 +305,64 @@ impl Drop for Sleepy {
     }
 }
 
+/// A mix of /static (nginx's own) and /api (a single-threaded Python upstream) at
+/// 4 and 40 ms of CPU per /api request: the one bottleneck is the upstream, and its
+/// finding names `GET /api` (not `GET /static`) with its share of the requests' time;
+/// a tenth of the work lifts the mix's rate.
+#[test]
+fn a_mix_names_the_slow_endpoint_in_the_bottleneck() {
+    for api_ms in [4u32, 40] {
+        let Some((before, after)) = lab("slow-endpoint", &[&format!("api_ms={api_ms}")]) else {
+            return;
+        };
+        let b = bottlenecks(&before);
+        assert_eq!(
+            b,
+            vec!["upstream-saturated".to_string()],
+            "{api_ms} ms: {b:?}"
+        );
+        let f = finding(&before, "upstream-saturated").unwrap();
+        let title = f["title"].as_str().unwrap();
+        assert!(title.contains("the requests of `GET /api`"), "{title}");
+        assert!(!title.contains("/static"), "{title}");
+        let share = f["evidence"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|e| e["name"] == "slow endpoints: share of the requests' time")
+            .expect("the share in the evidence")["value"]
+            .as_f64()
+            .unwrap();
+        assert!(share >= 50.0, "{api_ms} ms: {share}%");
+        // The per-endpoint results say the same: /api's requests far slower.
+        let eps = before["results"]["endpoints"].as_array().unwrap();
+        let mean = |name: &str| {
+            eps.iter().find(|e| e["name"] == name).unwrap()["latency"]["mean_us"]
+                .as_f64()
+                .unwrap()
+        };
+        assert!(
+            mean("GET /api") >= 3.0 * mean("GET /static"),
+            "{api_ms} ms: {eps:?}"
+        );
+        assert!(
+            rps(&after) >= 2.0 * rps(&before),
+            "{api_ms} ms: {} → {}",
+            rps(&before),
+            rps(&after)
+        );
+    }
+}
+
 fn which(name: &str) -> Option<String> {
     loadlens::lab::world::which(name).map(|p| p.display().to_string())
 }
 
 /// 4 connections on a 20 ms handler with threads to spare: the rate is the load's.
-/// Probing, the rate grows ×4 with 16 connections and `concurrency-bound` is claimed,
-/// citing it; with `--no-probe` it is a warning, and the server saw exactly the load's
-/// requests.
+/// Probing (the default for a closed loop bounded by time), the rate grows ×4 with 16
+/// connections and `concurrency-bound` is claimed, citing it; with `--no-probe` it is
+/// a warning, and the server saw exactly the load's requests, as it does for `-n 40`
+/// (no probe by default under a count).
 #[test]
 fn a_probe_confirms_concurrency_bound_and_no_probe_sends_nothing_extra() {
     let Some(server) = Sleepy::start() else {
@@ -347,8 +397,15 @@ fn a_probe_confirms_concurrency_bound_and_no_probe_sends_nothing_extra() {
         );
     }
 
+    // A count (-n) is exactly what reaches the server: no probe unless asked.
     let before = server.lines();
-    let probed = common::run_json(&[&url, "-c", "4", "-d", "2s", "--probe"]);
+    let counted = common::run_json(&[&url, "-c", "4", "-n", "40"]);
+    assert!(counted.get("probes").is_none(), "{}", counted["probes"]);
+    assert_eq!(server.lines() - before, 40, "-n 40 sent exactly 40");
+
+    // Probes are on by default in a closed loop bounded by time.
+    let before = server.lines();
+    let probed = common::run_json(&[&url, "-c", "4", "-d", "2s"]);
     let f = finding(&probed, "concurrency-bound").expect("concurrency-bound");
     // Confirmed by the probe; a bottleneck unless the busy host starved loadlens
     // itself, which then comes first and makes the rest info.

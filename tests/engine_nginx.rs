@@ -237,7 +237,19 @@ fn large_bodies_and_head_requests(io: &str) {
 
 fn duration_run_counts_at_most_what_nginx_served(io: &str) {
     let ng = Nginx::start("", "");
-    let run = run_io(io, &["-d", "1s", "-c", "8", "-t", "2", &ng.url("/1k.txt")]);
+    let run = run_io(
+        io,
+        &[
+            "-d",
+            "1s",
+            "-c",
+            "8",
+            "-t",
+            "2",
+            "--no-probe",
+            &ng.url("/1k.txt"),
+        ],
+    );
     let log = ng.log();
     let got = u(&run, "results.responses");
     assert!(got > 100);
@@ -371,7 +383,19 @@ fn open_loop_keeps_the_rate_and_shows_what_closed_loop_hides() {
 /// one it reports as in flight when time was up (before, those `-c` requests vanished).
 fn a_timed_run_accounts_for_the_requests_in_flight_at_the_end(io: &str) {
     let ng = Nginx::start("", "");
-    let run = run_io(io, &["-d", "3s", "-c", "20", "-t", "2", &ng.url("/1k.txt")]);
+    let run = run_io(
+        io,
+        &[
+            "-d",
+            "3s",
+            "-c",
+            "20",
+            "-t",
+            "2",
+            "--no-probe",
+            &ng.url("/1k.txt"),
+        ],
+    );
     // nginx writes the log line of an interrupted request when it notices the close.
     std::thread::sleep(std::time::Duration::from_millis(300));
     let log = ng.log();

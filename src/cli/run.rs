@@ -78,7 +78,8 @@ pub struct RunArgs {
     /// Probe when one run cannot tell causes apart (the rate could be the load's
     /// concurrency or a limit inside the server): short loads after the run at 1
     /// connection and at 4× the connections, each 15% of the run (0.5-3 s), kept in the
-    /// Run and cited in the findings. Off unless asked.
+    /// Run and cited in the findings. On by default for a closed-loop run bounded by
+    /// time; off unless asked under --slo, -n, -R, --segment and --replay.
     #[arg(long, conflicts_with = "no_probe")]
     pub(super) probe: bool,
     /// Never probe: send nothing beyond the load asked for.
@@ -246,7 +247,7 @@ pub fn cmd(mut a: RunArgs) -> anyhow::Result<ExitCode> {
         watch: a.load.watch(addr),
         remote: remote.as_ref(),
         start_at: a.start_at,
-        probe: probing(&a),
+        probe: probing(&a, &spec),
     };
     let bar = progress.bar();
     let repeat = a.repeat;
@@ -288,15 +289,21 @@ pub fn cmd(mut a: RunArgs) -> anyhow::Result<ExitCode> {
     a.ci.finish(&run)
 }
 
-/// Whether this run may probe: `--probe` asks, `--no-probe` (or `--no-watch`) refuses.
-fn probing(a: &RunArgs) -> pipeline::Probing {
-    // Off unless asked for now: a probe sends requests beyond the load, which every
-    // count a user checks against the server's log (and `--repeat`'s identical loads)
-    // would have to allow for.
-    if a.probe && !a.no_probe && !a.load.no_watch {
-        pipeline::Probing::WhenUnsure
-    } else {
+/// Whether this run may probe: `--no-probe` (or `--no-watch`) refuses; `--probe` asks;
+/// otherwise on for a closed-loop load bounded by time, whose evidence may admit
+/// several causes. Off by default where the load asked for is exactly what must reach
+/// the server: `--slo` (a CI gate), `-n` (a count), `-R` (an open loop's rate), a
+/// segment of a larger load, a replayed log.
+fn probing(a: &RunArgs, spec: &Spec) -> pipeline::Probing {
+    let exact = a.ci.slo.is_some()
+        || spec.requests.is_some()
+        || spec.rate.is_some()
+        || a.segment.is_some()
+        || spec.mix.as_ref().is_some_and(|m| m.replay.is_some());
+    if a.no_probe || a.load.no_watch || (exact && !a.probe) {
         pipeline::Probing::Off
+    } else {
+        pipeline::Probing::WhenUnsure
     }
 }
 

@@ -1,8 +1,10 @@
 //! Scenarios about where along the request path requests wait: a thread pool inside
 //! the upstream that no saturated resource explains (found by a probe and sized by
 //! Little's law), and a single-threaded upstream at its CPU's limit whose queue,
-//! overflow and retries are consequences of that one cause. Each takes its fault's
-//! parameter from a range where the fault is decisive (`--param KEY=N`).
+//! overflow and retries are consequences of that one cause, and a mix where one
+//! endpoint (`/api`, behind that single-threaded upstream) is slow beside nginx's own
+//! `/static`, whose bottleneck must name `/api`. Each takes its fault's parameter from
+//! a range where the fault is decisive (`--param KEY=N`).
 
 use super::jvm::up_java_pool;
 use super::scenario::{Key, Moves, Scenario, Setup};
@@ -49,6 +51,30 @@ fn start_pool(w: &mut World, threads: u32, handler_ms: u32) -> anyhow::Result<i3
 /// A Python `http.server` on `UPSTREAM`: one thread, each request `work_ms` of CPU,
 /// the listen backlog Python's default (`request_queue_size = 5`).
 fn start_single_threaded(w: &mut World, work_ms: u32) -> anyhow::Result<i32> {
+    start_python_upstream(w, work_ms, 0)
+}
+
+/// nginx serving `/static` itself and passing `/api` to `UPSTREAM` (a connection per
+/// request), for a mix where one endpoint is slow.
+fn mix_front(w: &mut World) -> anyhow::Result<i32> {
+    start_front(
+        w,
+        Nginx {
+            workers: "1",
+            server_extra: format!(
+                "location /static {{ return 200 \"static\\n\"; }} location /api {{ proxy_pass http://{UPSTREAM}; }}"
+            ),
+            ..Nginx::default()
+        },
+    )
+}
+
+/// The mix's targets: nine requests for `/static` (nginx's own) to one for `/api`.
+const MIX: &str = "{\"name\":\"GET /static\",\"url\":\"/static\",\"weight\":9}\n{\"name\":\"GET /api\",\"url\":\"/api\",\"weight\":1}\n";
+
+/// A Python `http.server` on `UPSTREAM` (one thread, backlog 5), each request
+/// `work_ms` of CPU and then `sleep_ms` asleep.
+fn start_python_upstream(w: &mut World, work_ms: u32, sleep_ms: u32) -> anyhow::Result<i32> {
     // The distribution's Python first: a user's shim may not run in the namespace.
     let python = if std::path::Path::new("/usr/bin/python3").exists() {
         "/usr/bin/python3"
@@ -61,11 +87,14 @@ fn start_single_threaded(w: &mut World, work_ms: u32) -> anyhow::Result<i32> {
         r#"
 import http.server, time
 WORK = {work_ms} / 1000.0
+SLEEP = {sleep_ms} / 1000.0
 class H(http.server.BaseHTTPRequestHandler):
     def do_GET(self):
         t = time.process_time()
         while time.process_time() - t < WORK:
             pass
+        if SLEEP:
+            time.sleep(SLEEP)
         body = b"ok\n"
         self.send_response(200)
         self.send_header("Content-Length", str(len(body)))
@@ -131,6 +160,35 @@ pub fn scenarios() -> Vec<Scenario> {
                 start_single_threaded(w, work)?;
                 let pid = proxy_front(w)?;
                 Ok(Setup::new(super::scenario::url("/"), &["-c", "40"], vec![pid]))
+            },
+        },
+        Scenario {
+            name: "slow-endpoint",
+            summary: "a mix of /static (nginx's own, 9 in 10) and /api (a single-threaded upstream) where /api is slow (--param api_ms=4..40)",
+            source: "issue 41 (a mix where one endpoint is slow: /api took 99.9% of the time and upstream-saturated named the upstream, but no finding said which endpoint)",
+            fault: "/api passed to Python's http.server (one thread), each request `api_ms` of CPU (default 10); /static answered by nginx; 40 connections, the targets 9:1",
+            fix: "the /api handler's work cut tenfold",
+            expected_finding: "upstream-saturated",
+            key: Key {
+                label: "requests/s",
+                read: |r| Some(r.results.requests_per_s),
+                // The closed loop's connections wait on /api: the mix's rate is ten
+                // times /api's (1 ÷ api_ms); a tenth of the work lifts it.
+                moves: Moves::Up(2.0),
+            },
+            build: |w, fixed| {
+                let api_ms = w.param("api_ms", 10, 4..=40)?;
+                w.two_hosts()?;
+                let work = if fixed { api_ms / 10 } else { api_ms };
+                start_python_upstream(w, work, 0)?;
+                let pid = mix_front(w)?;
+                let targets = w.write("mix/targets.jsonl", MIX.as_bytes())?;
+                let targets = targets.display().to_string();
+                Ok(Setup::new(
+                    super::scenario::url("/"),
+                    &["-c", "40", "--targets", &targets],
+                    vec![pid],
+                ))
             },
         },
     ]
