@@ -131,7 +131,8 @@ pub fn measure(
 }
 
 /// Whether one run's evidence admits several causes: the rate could be the load's
-/// concurrency or a limit inside the server (`concurrency-bound` found), or a closed
+/// concurrency or a limit inside the server (`concurrency-bound` found, not beneath
+/// another bottleneck), or a closed
 /// loop found no bottleneck at all (a pool's queue inside a process shows in no
 /// counter; a load shorter than a few latencies misses Little's law).
 fn unsure(run: &Run) -> bool {
@@ -139,7 +140,12 @@ fn unsure(run: &Run) -> bool {
     // Findings that explain a latency (a wait for a CPU, a stall) but not a rate that
     // stays put: beside them the latency could still be a queue for a pool.
     const LATENCY_ONLY: &[&str] = &["run-queue-delay", "event-loop-stall", "nagle-delayed-ack"];
-    run.findings.iter().any(|f| f.id == "concurrency-bound")
+    // `concurrency-bound` beneath another bottleneck (info: a stall, a saturated tier
+    // held the requests) is that bottleneck's arithmetic, not a question: probing a
+    // stalled server would read its stall as a pool.
+    run.findings
+        .iter()
+        .any(|f| f.id == "concurrency-bound" && f.kind != crate::run::Kind::Info)
         || (closed
             && run.evidence.is_some()
             && !run.findings.iter().any(|f| {
