@@ -31,10 +31,13 @@ want prlimit util-linux
 # The HTML report is opened in a real browser by its test.
 [ "$what" = test ] && want chromium chromium
 ls /usr/sbin/php-fpm* >/dev/null 2>&1 || need+=(php-fpm)
-# The lab's servers other than nginx (apache-workers, haproxy-maxconn).
+# The lab's servers other than nginx (apache-workers, haproxy-maxconn; Caddy with
+# HTTP/3 for tests/udp.rs, run with setpriv from util-linux).
 if [ "$what" = test ] || [ "$what" = demo ]; then
   [ -x /usr/sbin/apache2 ] || need+=(apache2)
   [ -x /usr/sbin/haproxy ] || need+=(haproxy)
+  want caddy caddy
+  want setpriv util-linux
 fi
 # python3: the ray companion, and the lab's single-threaded upstream (http.server).
 [ "$what" = demo ] && want python3 python3
@@ -65,7 +68,7 @@ if [ ${#need[@]} -gt 0 ]; then
   if command -v systemctl >/dev/null 2>&1; then
     systemctl disable --now nginx >/dev/null 2>&1 || true
     systemctl disable --now 'php*-fpm' >/dev/null 2>&1 || true
-    systemctl disable --now apache2 haproxy >/dev/null 2>&1 || true
+    systemctl disable --now apache2 haproxy caddy >/dev/null 2>&1 || true
     # The remote watch's test starts its own sshd; the packaged one is not needed.
     systemctl disable --now ssh >/dev/null 2>&1 || true
   fi

@@ -32,6 +32,7 @@ const SOURCES: &[(&str, &str)] = &[
     ("quota", include_str!("rules/quota.rs")),
     ("sockbuf", include_str!("rules/sockbuf.rs")),
     ("stalls", include_str!("rules/stalls.rs")),
+    ("udp", include_str!("rules/udp.rs")),
     ("upstream", include_str!("rules/upstream.rs")),
 ];
 
@@ -47,6 +48,7 @@ const KNOBS: &[(Knob, &str, &str)] = &[
     (Knob::Reuseport, "Reuseport", "an accept queue per worker"),
     (Knob::KeepAlive, "KeepAlive", "client keep-alive"),
     (Knob::Pool, "Pool", "request pool (threads, children)"),
+    (Knob::UdpBuffer, "UdpBuffer", "UDP (QUIC) receive buffer"),
 ];
 
 /// Every server kind loadlens names, with the name the page uses.
@@ -71,7 +73,7 @@ fn listed(k: ServerKind, n: Knob) {
     }
     match n {
         Workers | Connections | Backlog | OpenFiles | Affinity | UpstreamReuse | Reuseport
-        | KeepAlive | Pool => {}
+        | KeepAlive | Pool | UdpBuffer => {}
     }
 }
 

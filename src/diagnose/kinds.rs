@@ -6,28 +6,7 @@
 
 use crate::run::ServerKind;
 
-/// A resource a server lets its operator size.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Knob {
-    /// How many processes or threads serve (the CPUs it can use).
-    Workers,
-    /// How many connections (or requests in progress) it serves at once.
-    Connections,
-    /// The backlog it passes to listen().
-    Backlog,
-    /// Its open-files limit.
-    OpenFiles,
-    /// Pinning its workers to CPUs.
-    Affinity,
-    /// Keeping connections to its upstream open between requests.
-    UpstreamReuse,
-    /// One accept queue per worker.
-    Reuseport,
-    /// Keeping client connections open between requests.
-    KeepAlive,
-    /// The pool of threads or processes that each serve one request at a time.
-    Pool,
-}
+pub use crate::kinds::Knob;
 
 /// A knob in `kind`'s own terms: the fix phrase, and the directive whose current value
 /// shows it (for `(now …)`) where loadlens reads one. `None` when loadlens does not know
@@ -35,6 +14,12 @@ pub enum Knob {
 fn entry(kind: ServerKind, knob: Knob) -> Option<(&'static str, Option<&'static str>)> {
     use Knob::*;
     use ServerKind::*;
+    // A kind whose file says it (`kinds/caddy.rs`) answers for itself.
+    if let Some(s) = crate::kinds::of(kind) {
+        if let Some(e) = s.knob(knob) {
+            return Some(e);
+        }
+    }
     Some(match (kind, knob) {
         (Nginx, Workers) => ("`worker_processes auto;`", Some("worker_processes")),
         (Nginx, Connections) => ("`worker_connections` in the events block, with `worker_rlimit_nofile` at least as high", Some("worker_connections")),
@@ -64,7 +49,7 @@ fn entry(kind: ServerKind, knob: Knob) -> Option<(&'static str, Option<&'static 
         (Envoy, Workers) => ("`--concurrency` (worker threads)", None),
         (Envoy, Connections) => ("the listener's connection limit (overload manager `downstream_connections`, cluster `circuit_breakers`)", None),
         (Envoy, Backlog) => ("the listener's `tcp_backlog_size`", None),
-        (Caddy, Workers) => ("`GOMAXPROCS` (Caddy's threads)", None),
+        (Nginx, UdpBuffer) => ("the receive buffer of nginx's QUIC listener, `listen 443 quic reuseport rcvbuf=8m;` (within `net.core.rmem_max`)", Some("listen")),
         (PhpFpm, Pool) => ("`pm.max_children` in the pool (each child serves one request at a time)", None),
         (Apache, Pool) => ("`MaxRequestWorkers` (with `ServerLimit` × `ThreadsPerChild` at least as high)", Some("MaxRequestWorkers")),
         (Java, Pool) => ("the request thread pool: `maxThreads` on Tomcat's Connector (Jetty's `QueuedThreadPool` `maxThreads`, Spring Boot's `server.tomcat.threads.max`, the HttpServer executor's size)", None),

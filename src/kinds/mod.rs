@@ -11,6 +11,7 @@
 //! to the master reloads; `-c`).
 
 pub mod apache;
+pub mod caddy;
 pub mod haproxy;
 pub mod live;
 pub mod nginx;
@@ -19,7 +20,32 @@ pub mod php_fpm;
 use std::ops::Range;
 use std::path::{Path, PathBuf};
 
-use crate::run::ServerKind;
+use crate::run::{ServerConfig, ServerKind};
+
+/// A resource a server lets its operator size.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Knob {
+    /// How many processes or threads serve (the CPUs it can use).
+    Workers,
+    /// How many connections (or requests in progress) it serves at once.
+    Connections,
+    /// The backlog it passes to listen().
+    Backlog,
+    /// Its open-files limit.
+    OpenFiles,
+    /// Pinning its workers to CPUs.
+    Affinity,
+    /// Keeping connections to its upstream open between requests.
+    UpstreamReuse,
+    /// One accept queue per worker.
+    Reuseport,
+    /// Keeping client connections open between requests.
+    KeepAlive,
+    /// The pool of threads or processes that each serve one request at a time.
+    Pool,
+    /// The receive buffer of its UDP (QUIC) sockets.
+    UdpBuffer,
+}
 
 /// One directive as written in a config file.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -59,6 +85,24 @@ pub trait Server: Sync {
     /// The signal that makes process `pid` reload its configuration gracefully, or why
     /// it cannot be reloaded so.
     fn reload_signal(&self, pid: i32) -> anyhow::Result<i32>;
+    /// What the server calls `knob` (a fix's phrase) and the directive whose value
+    /// shows it, where the kind's own file says so; `None` leaves it to the table in
+    /// `diagnose/kinds.rs` (or the generic wording).
+    fn knob(&self, _knob: Knob) -> Option<(&'static str, Option<&'static str>)> {
+        None
+    }
+    /// Whether [`Server::read_config`] reads this kind's configuration for the watch
+    /// (nginx's, Apache's and HAProxy's readers are in `watch/`).
+    fn reads_config(&self) -> bool {
+        false
+    }
+    /// The configuration process `pid` runs, reduced to its directives and upstreams.
+    fn read_config(&self, pid: i32) -> Result<ServerConfig, String> {
+        Err(format!(
+            "no configuration reader for {} ({pid})",
+            self.kind().name()
+        ))
+    }
 }
 
 /// The server kind loadlens can change, or `None`.
@@ -68,6 +112,7 @@ pub fn of(kind: ServerKind) -> Option<&'static dyn Server> {
         ServerKind::PhpFpm => Some(&php_fpm::PhpFpm),
         ServerKind::Apache => Some(&apache::Apache),
         ServerKind::Haproxy => Some(&haproxy::Haproxy),
+        ServerKind::Caddy => Some(&caddy::Caddy),
         _ => None,
     }
 }

@@ -6,6 +6,7 @@
 pub mod jvm;
 pub mod other_servers;
 pub mod path_scenarios;
+pub mod quic;
 pub mod scenario;
 pub mod scenarios;
 pub mod servers;

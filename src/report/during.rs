@@ -109,6 +109,9 @@ pub fn render(e: &Evidence, own_iowait: &[u32]) -> String {
         if tcp.is_empty() { "" } else { "; " },
         w.time_wait_max
     );
+    if let Some(u) = w.udp.as_ref() {
+        udp_line(&mut o, u, w.duration_s);
+    }
     if w.softnet_dropped + w.softnet_time_squeeze > 0 {
         let _ = writeln!(
             o,
@@ -239,6 +242,41 @@ fn cpu_table(o: &mut String, e: &Evidence, own_iowait: &[u32]) {
         let _ = writeln!(
             o,
             "    * %iowait includes loadlens's own io_uring waits (this kernel has no IORING_FEAT_NO_IOWAIT, Linux < 6.15): not a disk; --io epoll leaves it out"
+        );
+    }
+}
+
+/// UDP, when datagrams moved or the server has UDP sockets: the counters, then each of
+/// the server's sockets with its buffer, highest queue and drops (`ss -uamn`'s skmem).
+fn udp_line(o: &mut String, u: &crate::run::UdpWindow, dt: f64) {
+    let t = u.total();
+    if t.in_datagrams + t.out_datagrams + t.in_errors == 0 && u.sockets.is_empty() {
+        return;
+    }
+    let rate = |d: u64| fmt_count(d as f64 / dt.max(1e-9));
+    let mut parts = vec![
+        format!("in +{} ({}/s)", t.in_datagrams, rate(t.in_datagrams)),
+        format!("out +{} ({}/s)", t.out_datagrams, rate(t.out_datagrams)),
+    ];
+    for (label, d) in [
+        ("InErrors", t.in_errors),
+        ("RcvbufErrors", t.rcvbuf_errors),
+        ("SndbufErrors", t.sndbuf_errors),
+    ] {
+        if d > 0 {
+            parts.push(format!("{label} +{d} ({}/s)", rate(d)));
+        }
+    }
+    let _ = writeln!(o, "  UDP       {}", parts.join(", "));
+    for s in &u.sockets {
+        let _ = writeln!(
+            o,
+            "    socket {} receive buffer {} (queue max {}), send buffer {}, drops +{}",
+            s.addr,
+            fmt_bytes(s.rcvbuf_bytes as f64),
+            fmt_bytes(s.receive_queue_max_bytes as f64),
+            fmt_bytes(s.sndbuf_bytes as f64),
+            s.drops
         );
     }
 }

@@ -289,6 +289,100 @@ pub struct Window {
     /// Runs recorded before it was watched.
     #[serde(default)]
     pub server_connections: Option<ConnWindow>,
+    /// UDP over the window: the kernel's counters and the server's own UDP sockets (a
+    /// QUIC server's). `None` where /proc/net/snmp was unreadable, and in Runs recorded
+    /// before UDP was watched.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub udp: Option<UdpWindow>,
+}
+
+/// The `Udp` counters of `/proc/net/snmp` (or `Udp6…` of `/proc/net/snmp6`), by name:
+/// cumulative in a snapshot, a delta over the window in the Run. udp(7): a datagram that
+/// finds its socket's receive buffer full is dropped and counted in `RcvbufErrors`
+/// (and `InErrors`), never delivered.
+#[derive(
+    Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema,
+)]
+pub struct UdpCounters {
+    /// Datagrams delivered to sockets (`InDatagrams`).
+    pub in_datagrams: u64,
+    /// Datagrams sent (`OutDatagrams`).
+    pub out_datagrams: u64,
+    /// Datagrams received and not delivered, whatever the reason (`InErrors`).
+    pub in_errors: u64,
+    /// Of them, dropped because the socket's receive buffer was full (`RcvbufErrors`).
+    pub rcvbuf_errors: u64,
+    /// Sends refused because the socket's send buffer was full (`SndbufErrors`).
+    pub sndbuf_errors: u64,
+}
+
+impl UdpCounters {
+    /// What moved from `before` to `self` (a counter reset counts as 0).
+    pub fn delta(&self, before: &UdpCounters) -> UdpCounters {
+        UdpCounters {
+            in_datagrams: self.in_datagrams.saturating_sub(before.in_datagrams),
+            out_datagrams: self.out_datagrams.saturating_sub(before.out_datagrams),
+            in_errors: self.in_errors.saturating_sub(before.in_errors),
+            rcvbuf_errors: self.rcvbuf_errors.saturating_sub(before.rcvbuf_errors),
+            sndbuf_errors: self.sndbuf_errors.saturating_sub(before.sndbuf_errors),
+        }
+    }
+
+    /// IPv4 and IPv6 together.
+    pub fn plus(&self, o: &UdpCounters) -> UdpCounters {
+        UdpCounters {
+            in_datagrams: self.in_datagrams + o.in_datagrams,
+            out_datagrams: self.out_datagrams + o.out_datagrams,
+            in_errors: self.in_errors + o.in_errors,
+            rcvbuf_errors: self.rcvbuf_errors + o.rcvbuf_errors,
+            sndbuf_errors: self.sndbuf_errors + o.sndbuf_errors,
+        }
+    }
+}
+
+/// UDP over the window.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
+pub struct UdpWindow {
+    /// `/proc/net/snmp` `Udp`, and `/proc/net/snmp6` `Udp6` (zero where IPv6 is off).
+    pub v4: UdpCounters,
+    pub v6: UdpCounters,
+    /// The watched server's UDP sockets (sock_diag), each over the window.
+    pub sockets: Vec<UdpSocketWindow>,
+}
+
+impl UdpWindow {
+    /// Both families' counters added.
+    pub fn total(&self) -> UdpCounters {
+        self.v4.plus(&self.v6)
+    }
+
+    /// Datagrams the server's own sockets dropped over the window (sock_diag's
+    /// `skmem d`).
+    pub fn socket_drops(&self) -> u64 {
+        self.sockets.iter().map(|s| s.drops).sum()
+    }
+}
+
+/// One of the server's UDP sockets over the window (`ss -uamn`: Recv-Q, Send-Q and
+/// `skmem:(r…,rb…,t…,tb…,…,d…)`).
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
+pub struct UdpSocketWindow {
+    /// Local address and port (`0.0.0.0:443`, `[::]:443`).
+    pub addr: String,
+    pub port: u16,
+    /// The socket's receive buffer (`sk_rcvbuf`, `skmem rb`), bytes: what it may hold
+    /// of datagrams not yet read, twice what the server asked with SO_RCVBUF, capped at
+    /// twice `net.core.rmem_max`.
+    pub rcvbuf_bytes: u32,
+    /// The socket's send buffer (`sk_sndbuf`, `skmem tb`), bytes.
+    pub sndbuf_bytes: u32,
+    /// The most bytes seen waiting to be read (`skmem r`) in any sample, and to be sent.
+    pub receive_queue_max_bytes: u32,
+    pub send_queue_max_bytes: u32,
+    /// Datagrams it dropped over the window (`sk_drops`, `skmem d`).
+    pub drops: u64,
+    /// Snapshots in which it was read (the window's first and last among them).
+    pub samples: u32,
 }
 
 /// The server's side of its clients' TCP connections over the window.

@@ -43,7 +43,8 @@ pub(crate) use endpoint::tests::endpoint as test_endpoint;
 pub use endpoint::{merged as merged_endpoints, EndpointResult};
 pub use evidence::{
     CgroupQuota, ConnWindow, Conntrack, CpuPct, Evidence, EvidenceSource, HostFacts, IfaceRate,
-    OtherProcess, ProcRates, QueueGauge, QueueMax, Sample, Window,
+    OtherProcess, ProcRates, QueueGauge, QueueMax, Sample, UdpCounters, UdpSocketWindow, UdpWindow,
+    Window,
 };
 pub use finding::{Fact, Finding, Kind};
 pub use load::{

@@ -7,6 +7,7 @@ pub mod cgroup;
 pub mod procfs;
 pub mod sockdiag;
 pub mod thread_cpu;
+pub mod udp;
 
 use std::path::{Path, PathBuf};
 

@@ -15,7 +15,7 @@ use netlink_packet_core::{
     NetlinkHeader, NetlinkMessage, NetlinkPayload, NLM_F_DUMP, NLM_F_REQUEST,
 };
 use netlink_packet_sock_diag::{
-    constants::{AF_INET, AF_INET6, IPPROTO_TCP},
+    constants::{AF_INET, AF_INET6, IPPROTO_TCP, IPPROTO_UDP},
     inet::{self, ExtensionFlags, InetRequest, SocketId, StateFlags},
     unix::{self, ShowFlags, UnixRequest},
     SockDiagMessage,
@@ -61,6 +61,23 @@ impl ConnStats {
         self.sndbuf_limited_us = u64_at(TCPI_SNDBUF_LIMITED);
         self.peer_window = u32_at(TCPI_SND_WND);
     }
+}
+
+/// One UDP socket's queues and drops (`ss -uamn`: Recv-Q, Send-Q, `skmem:(r…,rb…,t…,tb…,…,d…)`).
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct UdpSock {
+    pub addr: String,
+    pub port: u16,
+    pub inode: u64,
+    /// Bytes waiting to be read (`sk_rmem_alloc`) and the receive buffer (`sk_rcvbuf`).
+    pub receive_queue: u32,
+    pub rcvbuf: u32,
+    /// Bytes waiting to be sent (`sk_wmem_alloc`) and the send buffer (`sk_sndbuf`).
+    pub send_queue: u32,
+    pub sndbuf: u32,
+    /// Datagrams dropped since the socket was made (`sk_drops`): a full receive buffer
+    /// above all.
+    pub drops: u32,
 }
 
 /// Offsets in `struct tcp_info`: tcpi_rtt, tcpi_busy_time, tcpi_rwnd_limited,
@@ -174,6 +191,52 @@ impl Diag {
             })?;
         }
         Ok(n)
+    }
+
+    /// Every UDP socket (IPv4 and IPv6, bound or connected) with its memory: a QUIC
+    /// server's listener and the sockets it connected per client. UDP's hash is small
+    /// (a socket per port), so the dump is cheap.
+    pub fn udp_sockets(&mut self) -> io::Result<Vec<UdpSock>> {
+        let mut out = Vec::new();
+        for family in [AF_INET, AF_INET6] {
+            let req = SockDiagMessage::InetRequest(InetRequest {
+                family,
+                protocol: IPPROTO_UDP,
+                extensions: ExtensionFlags::SKMEMINFO,
+                states: StateFlags::all(),
+                socket_id: if family == AF_INET {
+                    SocketId::new_v4()
+                } else {
+                    SocketId::new_v6()
+                },
+            });
+            self.dump(req, |m| {
+                let SockDiagMessage::InetResponse(r) = m else {
+                    return;
+                };
+                let id = &r.header.socket_id;
+                let mut u = UdpSock {
+                    addr: match id.source_address {
+                        IpAddr::V6(a) => format!("[{a}]:{}", id.source_port),
+                        a => format!("{a}:{}", id.source_port),
+                    },
+                    port: id.source_port,
+                    inode: r.header.inode as u64,
+                    ..UdpSock::default()
+                };
+                for nla in &r.nlas {
+                    if let inet::nlas::Nla::MemInfo(mi) = nla {
+                        u.receive_queue = mi.receive_queue;
+                        u.rcvbuf = mi.receive_queue_max;
+                        u.send_queue = mi.send_queue;
+                        u.sndbuf = mi.send_queue_max;
+                        u.drops = mi.drops;
+                    }
+                }
+                out.push(u);
+            })?;
+        }
+        Ok(out)
     }
 
     /// Unix stream listeners (with a path or an abstract name).
@@ -372,6 +435,41 @@ mod tests {
         assert_eq!(found[0].backlog, 128.min(somaxconn));
         assert_eq!(found[0].queue, 1, "one connection waiting to be accepted");
         assert!(found[0].inode > 0);
+    }
+
+    #[test]
+    fn a_full_udp_receive_buffer_counts_drops() {
+        use std::os::fd::AsRawFd;
+        let rx = std::net::UdpSocket::bind("127.0.0.1:0").unwrap();
+        // The smallest buffer the kernel allows (it doubles the value and floors it
+        // at SOCK_MIN_RCVBUF): a few datagrams fill it.
+        let size: libc::c_int = 1;
+        // SAFETY: setsockopt on a socket we own, with a c_int argument.
+        unsafe {
+            libc::setsockopt(
+                rx.as_raw_fd(),
+                libc::SOL_SOCKET,
+                libc::SO_RCVBUF,
+                &size as *const _ as *const libc::c_void,
+                std::mem::size_of::<libc::c_int>() as libc::socklen_t,
+            )
+        };
+        let port = rx.local_addr().unwrap().port();
+        let tx = std::net::UdpSocket::bind("127.0.0.1:0").unwrap();
+        for _ in 0..200 {
+            tx.send_to(&[0u8; 1200], ("127.0.0.1", port)).unwrap();
+        }
+        let mut d = Diag::open().unwrap();
+        let all = d.udp_sockets().unwrap();
+        let me = all
+            .iter()
+            .find(|u| u.port == port && u.addr.starts_with("127.0.0.1"))
+            .expect("our socket");
+        assert!(me.rcvbuf > 0 && me.rcvbuf < 10_000, "{me:?}");
+        assert!(me.receive_queue > 0, "{me:?}");
+        // Nothing was read: every datagram past the buffer was dropped.
+        assert!(me.drops > 150, "{me:?}");
+        assert!(me.inode > 0);
     }
 
     #[test]

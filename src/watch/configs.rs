@@ -22,8 +22,19 @@ pub fn read(kind: ServerKind, pid: i32) -> Result<ServerConfig, String> {
             let args = read_cmdline(pid).map_err(|e| format!("/proc/{pid}/cmdline: {e}"))?;
             read_haproxy(&haproxy_conf(&args))
         }
-        _ => Err(format!("no configuration reader for {}", kind.name())),
+        _ => match crate::kinds::of(kind) {
+            Some(s) if s.reads_config() => s.read_config(pid),
+            _ => Err(format!("no configuration reader for {}", kind.name())),
+        },
     }
+}
+
+/// Whether loadlens reads the configuration of a server of kind `kind`.
+pub fn readable(kind: ServerKind) -> bool {
+    matches!(
+        kind,
+        ServerKind::Nginx | ServerKind::Apache | ServerKind::Haproxy
+    ) || crate::kinds::of(kind).is_some_and(|s| s.reads_config())
 }
 
 /// Apache directives worth naming with their current values.

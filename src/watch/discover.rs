@@ -306,13 +306,11 @@ fn push_processes(
 /// The front server's configuration, from its master (or its only process), when
 /// loadlens has a reader for its kind.
 fn read_config(topo: &mut Topology, warnings: &mut Vec<String>) {
-    let Some(m) = topo.processes.iter().find(|p| {
-        p.role != Role::Worker
-            && matches!(
-                p.kind,
-                ServerKind::Nginx | ServerKind::Apache | ServerKind::Haproxy
-            )
-    }) else {
+    let Some(m) = topo
+        .processes
+        .iter()
+        .find(|p| p.role != Role::Worker && super::configs::readable(p.kind))
+    else {
         return;
     };
     match super::configs::read(m.kind, m.pid) {

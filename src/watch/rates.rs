@@ -6,7 +6,7 @@ use std::time::Instant;
 
 use crate::run::{
     CgroupQuota, ConnWindow, Conntrack, CpuPct, IfaceRate, OtherProcess, ProcRates, QueueGauge,
-    QueueMax, Sample, Window,
+    QueueMax, Sample, UdpCounters, UdpSocketWindow, UdpWindow, Window,
 };
 use crate::sys::procfs::Softnet;
 
@@ -389,8 +389,48 @@ impl Reader {
                 .collect(),
             other_processes: self.others(a, b, dt),
             server_connections: conn_window(a, b, all),
+            udp: udp_window(a, b, all),
         }
     }
+}
+
+/// UDP over the window: the counters' deltas, and each of the server's UDP sockets
+/// (by inode) with its buffers at the end, its highest queues in any snapshot, and the
+/// drops it added since the first snapshot that saw it (a socket opened mid-run counts
+/// from its first sighting). `None` when /proc/net/snmp was not read at both ends.
+fn udp_window(a: &Snapshot, b: &Snapshot, all: &[Snapshot]) -> Option<UdpWindow> {
+    let v4 = b.udp?.delta(&a.udp?);
+    let v6 = match (a.udp6, b.udp6) {
+        (Some(x), Some(y)) => y.delta(&x),
+        _ => UdpCounters::default(),
+    };
+    let mut sockets: BTreeMap<u64, (u32, UdpSocketWindow)> = BTreeMap::new();
+    for s in std::iter::once(a).chain(all).chain(std::iter::once(b)) {
+        for u in &s.udp_sockets {
+            let (first_drops, w) = sockets.entry(u.inode).or_insert_with(|| {
+                (
+                    u.drops,
+                    UdpSocketWindow {
+                        addr: u.addr.clone(),
+                        port: u.port,
+                        ..UdpSocketWindow::default()
+                    },
+                )
+            });
+            *first_drops = (*first_drops).min(u.drops);
+            w.rcvbuf_bytes = u.rcvbuf;
+            w.sndbuf_bytes = u.sndbuf;
+            w.receive_queue_max_bytes = w.receive_queue_max_bytes.max(u.receive_queue);
+            w.send_queue_max_bytes = w.send_queue_max_bytes.max(u.send_queue);
+            w.drops = w.drops.max(u64::from(u.drops.saturating_sub(*first_drops)));
+            w.samples += 1;
+        }
+    }
+    Some(UdpWindow {
+        v4,
+        v6,
+        sockets: sockets.into_values().map(|(_, w)| w).collect(),
+    })
 }
 
 #[cfg(test)]
@@ -425,6 +465,7 @@ mod tests {
             conn_seen: BTreeMap::new(),
             conn_chrono: [0; 3],
             conns_at: None,
+            udp_inodes: BTreeSet::new(),
         }
     }
 

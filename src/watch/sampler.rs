@@ -91,6 +91,7 @@ pub(super) fn sampler(
         conn_seen: BTreeMap::new(),
         conn_chrono: [0; 3],
         conns_at: None,
+        udp_inodes: BTreeSet::new(),
     };
     let mut host = reader.host_facts();
     let topology = found.topology;
@@ -173,6 +174,7 @@ pub(super) fn sampler(
                 conntrack_count: cur.conntrack_count,
                 listeners: cur.listeners.clone(),
                 conns: cur.conns,
+                udp_sockets: cur.udp_sockets.clone(),
                 // Gauges the window judges over the run: open fds per process.
                 procs: cur
                     .procs

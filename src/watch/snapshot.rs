@@ -5,10 +5,11 @@
 use std::collections::{BTreeMap, BTreeSet};
 use std::time::Instant;
 
-use crate::run::{Listener, ServerProcess};
+use crate::run::{Listener, ServerProcess, UdpCounters};
 use crate::sys::cgroup::cgroup_throttled_ns;
 use crate::sys::procfs::*;
-use crate::sys::sockdiag::{ConnStats, Diag};
+use crate::sys::sockdiag::{ConnStats, Diag, UdpSock};
+use crate::sys::udp::{parse_udp6, udp_of};
 
 /// One moment's cumulative counters and gauges.
 #[derive(Debug, Clone, Default)]
@@ -37,6 +38,11 @@ pub(super) struct Snapshot {
     /// Established connections on the upstreams' TCP ports (read with the
     /// connections, every [`CONNS_EVERY`]): the requests the front has in them.
     pub(super) upstream_conns: Option<u32>,
+    /// `/proc/net/snmp` Udp and `/proc/net/snmp6` Udp6.
+    pub(super) udp: Option<UdpCounters>,
+    pub(super) udp6: Option<UdpCounters>,
+    /// The watched processes' UDP sockets.
+    pub(super) udp_sockets: Vec<UdpSock>,
 }
 
 /// The server's connections at one moment: medians of their gauges, and their
@@ -88,6 +94,9 @@ pub(super) struct Reader {
     pub(super) diag: Option<Diag>,
     pub(super) port: u16,
     pub(super) unix_inodes: BTreeSet<u64>,
+    /// The watched processes' sockets (any kind; a UDP one among them is the server's),
+    /// read again at the window's first and last snapshots.
+    pub(super) udp_inodes: BTreeSet<u64>,
     /// The upstreams' TCP listeners: their ports, and their sockets among those ports'.
     pub(super) upstream_ports: BTreeSet<u16>,
     pub(super) upstream_inodes: BTreeSet<u64>,
@@ -155,6 +164,11 @@ impl Reader {
         if let Some(t) = self.read(&format!("{net}/netstat")) {
             s.counters.extend(parse_snmp(&t));
         }
+        s.udp = udp_of(&s.counters);
+        // Absent where IPv6 is off: quietly.
+        s.udp6 = std::fs::read_to_string(format!("{net}/snmp6"))
+            .ok()
+            .and_then(|t| parse_udp6(&t));
         if let Some(t) = self.read(&format!("{net}/sockstat")) {
             s.sockstat = parse_sockstat(&t);
         }
@@ -245,6 +259,22 @@ impl Reader {
                 }
             }
             s.upstream_conns = in_upstreams;
+            if all {
+                self.udp_inodes = self
+                    .procs
+                    .iter()
+                    .filter_map(|p| super::discover::socket_inodes(p.pid))
+                    .flatten()
+                    .collect();
+            }
+            if !self.udp_inodes.is_empty() {
+                if let Ok(us) = d.udp_sockets() {
+                    s.udp_sockets = us
+                        .into_iter()
+                        .filter(|u| self.udp_inodes.contains(&u.inode))
+                        .collect();
+                }
+            }
             if !self.unix_inodes.is_empty() {
                 if let Ok(us) = d.unix_listeners() {
                     s.listeners.extend(

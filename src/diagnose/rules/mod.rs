@@ -17,6 +17,7 @@ pub mod profile;
 mod quota;
 mod sockbuf;
 mod stalls;
+mod udp;
 mod upstream;
 
 pub(super) use super::{fact, ramp, Ctx};
@@ -119,6 +120,14 @@ pub(super) const ALL: &[Rule] = &[
         check: limits::connection_limit,
     },
     Rule {
+        id: "udp-receive-buffer-drops",
+        check: udp::udp_receive_buffer_drops,
+    },
+    Rule {
+        id: "quic-server-cpu-bound",
+        check: udp::quic_server_cpu_bound,
+    },
+    Rule {
         id: "server-cpu-saturated",
         check: cpu::server_cpu_saturated,
     },
@@ -208,6 +217,14 @@ fn stall_lined_up(stall: &Finding) -> bool {
 }
 
 pub(super) const EXPLAINS: &[Explains] = &[
+    // The same CPU seen twice: a QUIC server's busy process is the general rule's
+    // saturated worker.
+    Explains {
+        cause: "quic-server-cpu-bound",
+        consequence: "server-cpu-saturated",
+        why: "the server's CPU went to serving QUIC: per-packet crypto, acknowledgements and system calls",
+        unless: None,
+    },
     // A throttled task is runnable and not running: the scheduler counts the quota's
     // stops as run-queue delay, and no other process is to blame.
     Explains {
