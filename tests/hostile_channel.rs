@@ -486,7 +486,7 @@ fn stdio_watch(feed: Box<dyn FnOnce(std::process::ChildStdin) + Send>) -> Measur
 
 fn hello() -> String {
     format!(
-        "{{\"type\":\"hello\",\"protocol\":2,\"version\":\"{}\"}}\n",
+        "{{\"type\":\"hello\",\"protocol\":3,\"version\":\"{}\"}}\n",
         env!("CARGO_PKG_VERSION")
     )
 }

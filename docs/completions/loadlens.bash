@@ -1095,7 +1095,7 @@ _loadlens() {
             return 0
             ;;
         loadlens__subcmd__lab__subcmd__tune)
-            opts="-d -v -h -V --duration --try --pairs --json --objective --dry-run --verbose --help --version"
+            opts="-d -v -h -V --duration --try --pairs --json --objective --dry-run --watch-ssh --verbose --help --version"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 3 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0

@@ -341,6 +341,7 @@ complete -c loadlens -n "__fish_loadlens_using_subcommand lab; and __fish_seen_s
 complete -c loadlens -n "__fish_loadlens_using_subcommand lab; and __fish_seen_subcommand_from tune" -l json -d 'Write the tune session\'s Run as JSON to FILE' -r -F
 complete -c loadlens -n "__fish_loadlens_using_subcommand lab; and __fish_seen_subcommand_from tune" -l objective -d 'What each load is judged by (tune\'s --objective) [default: the one that measures the scenario\'s fault: \'errors<1%\' for a connection or open-files limit, throughput otherwise]' -r
 complete -c loadlens -n "__fish_loadlens_using_subcommand lab; and __fish_seen_subcommand_from tune" -l dry-run -d 'Without --apply: show the change, write nothing'
+complete -c loadlens -n "__fish_loadlens_using_subcommand lab; and __fish_seen_subcommand_from tune" -l watch-ssh -d 'Tune over ssh, as a server on another machine is (`tune --watch ssh://`): an sshd of the world\'s own, with keys of its own, runs in the server namespace, and the config is read, changed, tested and reloaded through it'
 complete -c loadlens -n "__fish_loadlens_using_subcommand lab; and __fish_seen_subcommand_from tune" -s v -l verbose -d 'Show the ip/tc/sysctl commands that build the world'
 complete -c loadlens -n "__fish_loadlens_using_subcommand lab; and __fish_seen_subcommand_from tune" -s h -l help -d 'Print help'
 complete -c loadlens -n "__fish_loadlens_using_subcommand lab; and __fish_seen_subcommand_from tune" -s V -l version -d 'Print version'
