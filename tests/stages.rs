@@ -175,7 +175,8 @@ fn abort_if_behind_stops_a_run_the_server_cannot_keep_up_with() {
         assert_eq!(out.status.code(), Some(4), "{stages:?}: {stderr}");
         assert!(
             stderr.contains("loadlens: aborted at")
-                && stderr.contains("req/s where the schedule asked")
+                && stderr.contains("req/s completed over the last")
+                && stderr.contains("where the schedule asked")
                 && stderr.contains("more than --abort-if-behind 10%")
                 && (stderr.contains("the watch's verdict") || stderr.contains("the watch named")),
             "{stages:?}: {stderr}"

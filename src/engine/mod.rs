@@ -333,7 +333,12 @@ fn run_with<T: Transport + 'static>(
         end = end.max(te.ended);
     }
     let elapsed = end.duration_since(start);
+    // Rate stages end when the schedule's last request is answered, a moment before
+    // the deadline: the window is still the whole schedule (unless the run was stopped).
+    let scheduled_out =
+        stages::rate_stages(spec).is_some() && !stop.load(std::sync::atomic::Ordering::Relaxed);
     let duration_s = match deadline {
+        Some(d) if scheduled_out => d.duration_since(start).as_secs_f64(),
         // The window is the requested one: workers stop at the deadline, in-flight
         // requests are abandoned (as wrk does).
         Some(d) => d.duration_since(start).min(elapsed).as_secs_f64().max(1e-9),
