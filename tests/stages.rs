@@ -48,6 +48,8 @@ fn f(v: &Value, k: &str) -> f64 {
 #[test]
 fn rate_stages_ramp_as_scheduled_in_the_access_log() {
     let ng = Nginx::start(STAGE_LOG, "");
+    let dir = tempfile::tempdir().unwrap();
+    let html = dir.path().join("run.html");
     // 0→400 req/s over 3 s, 400 for 3 s, 400→100 over 3 s: 600, 1200 and 750 requests.
     let run = run_json(&[
         &ng.url("/1k.txt"),
@@ -58,7 +60,14 @@ fn rate_stages_ramp_as_scheduled_in_the_access_log() {
         "-t",
         "1",
         "--no-watch",
+        "--html",
+        html.to_str().unwrap(),
     ]);
+    // The HTML timeline marks where each stage starts and draws the schedule.
+    let page = std::fs::read_to_string(&html).unwrap();
+    for mark in ["▸ 3s:400", "▸ 3s:100", "scheduled/s"] {
+        assert!(page.contains(mark), "the HTML report has no {mark:?}");
+    }
     assert_eq!(run["spec"]["duration_s"].as_f64(), Some(9.0));
     let stages = run["results"]["stages"].as_array().unwrap();
     assert_eq!(stages.len(), 3, "{stages:?}");

@@ -2,7 +2,11 @@
 //! results from the timeline, and `--abort-if-behind`'s watch over the schedule.
 
 use std::collections::VecDeque;
-use std::time::Duration;
+use std::time::{Duration, Instant};
+
+use super::conn::{Conn, Phase};
+use super::transport::Transport;
+use super::worker::Worker;
 
 use crate::run::{Abort, Second, Slice, StageResult};
 use crate::spec::{Spec, StageKind, Stages};
@@ -10,6 +14,36 @@ use crate::spec::{Spec, StageKind, Stages};
 /// The run's rate stages, if it has them.
 pub(super) fn rate_stages(spec: &Spec) -> Option<&Stages> {
     spec.stages.as_ref().filter(|s| s.kind == StageKind::Rate)
+}
+
+/// Connection stages (`--stages 10s:c50,…`): whether the worker's connection `idx` is
+/// above the target now. A worker's connections are places `id`, `id + threads`, … of
+/// the whole load's, so each thread carries its share at every target; place `g` is
+/// open while the target, rounded up, is above `g`.
+#[inline]
+pub(super) fn resting<T: Transport>(w: &Worker<T>, idx: usize, now: Instant) -> bool {
+    let Some(s) = w
+        .stages
+        .as_ref()
+        .filter(|s| s.kind == StageKind::Connections)
+    else {
+        return false;
+    };
+    let place = idx * w.threads + w.id;
+    let t = now.saturating_duration_since(w.start).as_secs_f64();
+    place as f64 >= (s.target_at(t) - 1e-9).ceil()
+}
+
+/// Connection stages: a connection below the target is closed and waits as `Retry`
+/// (looked at every sweep) until the target reaches it again; `true` when it rests.
+pub(super) fn rests<T: Transport, S>(w: &Worker<T>, c: &mut Conn<S>, now: Instant) -> bool {
+    if !resting(w, c.idx, now) {
+        return false;
+    }
+    c.transport = None;
+    c.phase = Phase::Retry;
+    c.since = now;
+    true
 }
 
 /// Rate stages: every request of the schedule claims one unit, so the k-th claim is

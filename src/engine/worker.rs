@@ -61,11 +61,8 @@ pub struct Worker<T: Transport> {
     /// on schedule whatever the responses do; latency is measured from the scheduled
     /// time (wrk2's correction for coordinated omission). `None` = closed loop.
     pub pace: Option<Duration>,
-    /// `--stages`: rate stages give each request its due time (with `pace` set, as a
-    /// replay does); connection stages open and close this worker's connections as the
-    /// target moves.
+    /// `--stages` (`stages.rs`), and the load's threads (a connection's place in it).
     pub stages: Option<Arc<Stages>>,
-    /// The load's worker threads (a connection's place in the whole load, for stages).
     pub threads: usize,
     pub timeout: Duration,
     pub read_buffer: usize,
@@ -392,9 +389,7 @@ impl<'a, T: Transport> Loop<'a, T> {
     /// connection is opened that could never send a request.
     pub(super) fn begin_open<S>(&mut self, c: &mut Conn<S>, now: Instant) -> bool {
         c.transport = None;
-        if self.resting(c, now) {
-            c.phase = Phase::Retry;
-            c.since = now;
+        if super::stages::rests(self.w, c, now) {
             return false;
         }
         c.parser.reset();
@@ -475,25 +470,6 @@ impl<'a, T: Transport> Loop<'a, T> {
         r.pick(n)
     }
 
-    /// Connection stages (`--stages 10s:c50,…`): whether connection `c` is above the
-    /// target now. The worker's connections are places `id`, `id + threads`, … of the
-    /// whole load's, so each thread carries its share at every target; place `g` is
-    /// open while the target, rounded up, is above `g`.
-    #[inline]
-    pub(super) fn resting<S>(&self, c: &Conn<S>, now: Instant) -> bool {
-        let Some(s) = self
-            .w
-            .stages
-            .as_ref()
-            .filter(|s| s.kind == StageKind::Connections)
-        else {
-            return false;
-        };
-        let place = c.idx * self.w.threads + self.w.id;
-        let t = now.saturating_duration_since(self.w.start).as_secs_f64();
-        place as f64 >= (s.target_at(t) - 1e-9).ceil()
-    }
-
     /// Connection set-up is done: count it and time it.
     pub(super) fn count_established<S>(&mut self, c: &Conn<S>, now: Instant) {
         self.stats.connections += 1;
@@ -505,12 +481,7 @@ impl<'a, T: Transport> Loop<'a, T> {
     /// In open loop, a request not yet due parks the connection in `Paced` (still `true`:
     /// the connection lives on).
     pub(super) fn start_request<S>(&mut self, c: &mut Conn<S>, now: Instant) -> bool {
-        if self.resting(c, now) {
-            // Connection stages: the target fell below this connection's place; it
-            // closes and waits (as `Retry`, checked every sweep) until it is wanted again.
-            c.transport = None;
-            c.phase = Phase::Retry;
-            c.since = now;
+        if super::stages::rests(self.w, c, now) {
             return true;
         }
         let due = &self.w.request.due_us;
@@ -528,7 +499,6 @@ impl<'a, T: Transport> Loop<'a, T> {
             if let Some(&us) = due.get(c.ordinal as usize) {
                 c.due = self.w.start + Duration::from_micros(us);
             } else if let Some(t) = schedule.and_then(|s| s.due_s(c.ordinal)) {
-                // --stages: the request's place in the whole schedule says when.
                 c.due = self.w.start + Duration::from_secs_f64(t);
             }
         }

@@ -165,14 +165,15 @@ impl Stages {
         (self.due_by(self.total_s()) - 1e-9).floor().max(-1.0) as u64 + 1
     }
 
-    /// When request `n` (0, 1, …) is due, seconds from the start; `None` past the end.
+    /// When request `n` (0, 1, …) is due, seconds from the start; `None` for one due at
+    /// the end or later.
     pub fn due_s(&self, n: u64) -> Option<f64> {
         let n = n as f64;
         let mut before = 0.0;
         for (a, b, r0, r1) in self.spans() {
             let d = b - a;
             let here = (r0 + r1) * d / 2.0;
-            if n <= before + here {
+            if n < before + here {
                 let m = n - before;
                 // r0·u + (r1 − r0)·u²/(2d) = m, solved for u in the form that is stable
                 // when the stage is flat or starts at 0: u = 2m / (r0 + √(r0² + 2·k·m)).
@@ -255,7 +256,8 @@ mod tests {
         assert!((s.due_by(10.0) - 500.0).abs() < 1e-9);
         assert!((s.due_by(20.0) - 1500.0).abs() < 1e-9);
         assert!((s.due_by(30.0) - 2000.0).abs() < 1e-9);
-        assert_eq!(s.total_requests(), 2001);
+        // Requests 0 ..= 1999: the 2000th would be due at the very end.
+        assert_eq!(s.total_requests(), 2000);
         assert_eq!(s.index_at(9.99), 0);
         assert_eq!(s.index_at(10.0), 1);
         assert_eq!(s.index_at(99.0), 2);
