@@ -136,7 +136,7 @@ pub fn measure(
 /// loop found no bottleneck at all (a pool's queue inside a process shows in no
 /// counter; a load shorter than a few latencies misses Little's law).
 fn unsure(run: &Run) -> bool {
-    let closed = run.spec.rate.is_none() && run.results.responses > 0;
+    let closed = !run.spec.open_loop() && run.results.responses > 0;
     // Findings that explain a latency (a wait for a CPU, a stall) but not a rate that
     // stays put: beside them the latency could still be a queue for a pool.
     const LATENCY_ONLY: &[&str] = &["run-queue-delay", "event-loop-stall", "nagle-delayed-ack"];

@@ -9,11 +9,13 @@ mod lines;
 pub mod replay;
 mod requests;
 mod segment;
+pub mod stages;
 mod table;
 pub mod targets;
 use requests::RequestParts;
 pub use requests::Requests;
 pub use segment::{share_of, SegmentOf};
+pub use stages::{Stage, StageKind, Stages};
 pub use table::{TargetRef, Targets};
 pub use targets::MixSpec;
 
@@ -75,6 +77,17 @@ pub struct Spec {
     /// body are then each target's, after the run's own `-H` headers).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub mix: Option<MixSpec>,
+    /// `--stages`: the load's target over the run, stage by stage (k6's `stages`): open-
+    /// loop rates or connections, each stage ramping linearly from the previous stage's
+    /// target (0 before the first) to its own; `duration_s` is their sum. Absent for a
+    /// load at one rate or one number of connections.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub stages: Option<Stages>,
+    /// `--abort-if-behind`: an open-loop load is stopped when the requests completed
+    /// fall behind its schedule by more than this percentage over 2 s. Absent when not
+    /// asked.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub abort_if_behind_pct: Option<f64>,
 }
 
 fn one() -> u32 {
@@ -175,6 +188,16 @@ pub enum SpecError {
 }
 
 impl Spec {
+    /// Whether requests are sent on a schedule (`-R`, or `--stages` of rates) rather
+    /// than each when the connection's last response came back.
+    pub fn open_loop(&self) -> bool {
+        self.rate.is_some()
+            || self
+                .stages
+                .as_ref()
+                .is_some_and(|s| s.kind == StageKind::Rate)
+    }
+
     /// Checks the flags against each other (no I/O).
     pub fn check_flags(&self) -> Result<(), SpecError> {
         let bad = |m: &str| Err(SpecError::Flags(m.to_string()));
@@ -402,7 +425,7 @@ impl RequestBytes {
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use super::*;
 
     #[test]
@@ -472,6 +495,8 @@ mod tests {
             max_concurrent_streams: 1,
             io: Default::default(),
             mix: None,
+            stages: None,
+            abort_if_behind_pct: None,
         }
     }
 

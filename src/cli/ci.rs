@@ -30,11 +30,16 @@ pub const EXIT_STATUS: &str = "Exit status:
        compare --fail-if-slower): the load generator saturated, another process busy
        on the machine, a segment missing from a merged load; one line says why
        (with --judge-untrusted the objectives decide 0 or 1, the reason a warning)
+  4    run --abort-if-behind: the open-loop load fell behind its schedule by more
+       than the bound and was stopped; the results until then are reported, with
+       when, the rates and the watch's verdict on one line
   130  interrupted by SIGINT (Ctrl-C), 143 by SIGTERM: the numbers until then are
        reported, nothing is judged";
 
 /// Exit status 3: the evidence cannot be trusted.
 pub const UNTRUSTED: u8 = 3;
+/// Exit status 4: `run --abort-if-behind` stopped a load that fell behind its schedule.
+pub const BEHIND: u8 = 4;
 
 #[derive(Args, Debug, Clone, Default)]
 pub struct CiFlags {

@@ -175,6 +175,8 @@ impl LoadFlags {
                 _ => crate::spec::IoBackend::Auto,
             },
             mix: None,
+            stages: None,
+            abort_if_behind_pct: None,
         };
         spec.check_flags()?;
         if self.sample < Duration::from_millis(100) {

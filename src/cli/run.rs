@@ -13,16 +13,17 @@ use super::{available_cpus, parse_u32};
 use crate::pipeline;
 use crate::report::{self, Dest, Json, Output, Text};
 use crate::run::{Run, Segment};
-use crate::spec::{RequestBytes, SegmentOf, Spec};
+use crate::spec::{RequestBytes, SegmentOf, Spec, StageKind, Stages};
 use crate::units::{parse_count, parse_duration};
 
 #[derive(Args, Debug)]
 pub struct RunArgs {
     /// The URL to load, e.g. http://127.0.0.1:8080/index.html
     pub(super) url: String,
-    /// Connections to keep open.
-    #[arg(short = 'c', long, value_parser = parse_u32, default_value = "10")]
-    pub(super) connections: u32,
+    /// Connections to keep open [default: 10; with --stages of connections, the
+    /// highest stage's].
+    #[arg(short = 'c', long, value_parser = parse_u32)]
+    pub(super) connections: Option<u32>,
     /// Worker threads [default: CPUs available to this process].
     #[arg(short = 't', long, value_parser = parse_u32)]
     pub(super) threads: Option<u32>,
@@ -40,6 +41,20 @@ pub struct RunArgs {
     /// is measured from each request's scheduled time (corrected for coordinated omission).
     #[arg(short = 'R', long, value_parser = parse_count)]
     pub(super) rate: Option<u64>,
+    /// Change the load over the run, stage by stage (k6's stages): DURATION:RATE for
+    /// open-loop rates (30s:100,1m:1000,30s:0) or DURATION:cN for connections
+    /// (30s:c10,1m:c200). Each stage ramps linearly from the previous stage's target
+    /// (0 before the first) to its own; the run lasts their sum. Rates take -c as the
+    /// connections that carry the schedule; connections are opened and closed as the
+    /// target moves.
+    #[arg(long, value_parser = Stages::parse, value_name = "STAGES",
+          conflicts_with_all = ["duration", "requests", "rate", "replay"])]
+    pub(super) stages: Option<Stages>,
+    /// Stop an open-loop run (-R, or --stages of rates) whose completed requests fall
+    /// behind the schedule by more than P% over the last 2 s, e.g. 10%: the results so
+    /// far are reported with when it stopped, the rates and the diagnosis; exit 4.
+    #[arg(long, value_name = "P%", value_parser = parse_pct)]
+    pub(super) abort_if_behind: Option<f64>,
     #[command(flatten)]
     pub(super) mix: MixFlags,
     /// Print the latency percentiles, status codes and connection details.
@@ -118,6 +133,49 @@ fn check_start_at(at: f64) -> anyhow::Result<()> {
     Ok(())
 }
 
+/// `--stages` and `--abort-if-behind` against the other flags: what a load of stages
+/// takes from them and what it cannot (clap refuses -d, -n, -R and --replay beside
+/// --stages: the stages set the length and the rate).
+fn check_stages(a: &RunArgs) -> anyhow::Result<()> {
+    if let Some(s) = &a.stages {
+        if s.kind == StageKind::Connections && a.connections.is_some() {
+            anyhow::bail!(
+                "--stages of connections ({}) set the connections over the run: drop -c",
+                s.text()
+            );
+        }
+        if a.segment.is_some() || a.ray.address.is_some() {
+            anyhow::bail!(
+                "--stages cannot be split over machines yet: drop --segment/--ray, or run each machine's share as its own --stages"
+            );
+        }
+    }
+    if a.abort_if_behind.is_some() {
+        let open = a.rate.is_some() || a.stages.as_ref().is_some_and(|s| s.kind == StageKind::Rate);
+        if !open {
+            anyhow::bail!(
+                "--abort-if-behind judges an open-loop schedule: give -R RATE or --stages of rates (e.g. 10s:500), or drop it"
+            );
+        }
+    }
+    Ok(())
+}
+
+/// A percentage such as `10%` or `10` (0 to 100, exclusive of 0).
+fn parse_pct(s: &str) -> Result<f64, String> {
+    let v: f64 = s
+        .trim()
+        .trim_end_matches('%')
+        .parse()
+        .map_err(|_| format!("invalid percentage `{s}`: expected e.g. 10%"))?;
+    if !(v > 0.0 && v < 100.0) {
+        return Err(format!(
+            "invalid percentage `{s}`: between 0% and 100% (exclusive), e.g. 10%"
+        ));
+    }
+    Ok(v)
+}
+
 /// This machine's host name (for naming a segment's client).
 fn host_name() -> String {
     let mut buf = [0u8; 256];
@@ -132,17 +190,22 @@ fn host_name() -> String {
 impl RunArgs {
     /// The load's shape, with the defaults for what was not given.
     fn shape(&self) -> Shape {
+        let connections = match &self.stages {
+            Some(s) if s.kind == StageKind::Connections => s.max_target().ceil() as u32,
+            _ => self.connections.unwrap_or(10),
+        };
         let threads = self
             .threads
-            .unwrap_or_else(|| available_cpus().min(self.connections.max(1)));
-        let duration = match (self.duration, self.requests) {
-            (Some(d), _) => Some(d),
-            (None, Some(_)) => None,
-            (None, None) => Some(Duration::from_secs(10)),
+            .unwrap_or_else(|| available_cpus().min(connections.max(1)));
+        let duration = match (self.duration, self.requests, &self.stages) {
+            (_, _, Some(s)) => Some(Duration::from_secs_f64(s.total_s())),
+            (Some(d), _, _) => Some(d),
+            (None, Some(_), _) => None,
+            (None, None, _) => Some(Duration::from_secs(10)),
         };
         Shape {
             url: self.url.clone(),
-            connections: self.connections,
+            connections,
             threads,
             duration,
             requests: self.requests,
@@ -196,8 +259,11 @@ pub(super) fn prepare(a: &mut RunArgs) -> anyhow::Result<(Vec<u8>, Spec)> {
         );
     }
     a.mix.check(&a.load)?;
+    check_stages(a)?;
     let body = a.load.body()?;
     let mut whole = a.load.spec(a.shape(), body.len())?;
+    whole.stages = a.stages.clone();
+    whole.abort_if_behind_pct = a.abort_if_behind;
     let mix = a.mix.read(&whole.url)?;
     MixFlags::apply(mix, &mut whole, a.duration);
     Ok((body, whole))
@@ -286,7 +352,35 @@ pub fn cmd(mut a: RunArgs) -> anyhow::Result<ExitCode> {
             eprintln!("warning: no flame graph written to {}: {e:#}", f.display());
         }
     }
-    a.ci.finish(&run)
+    let code = a.ci.finish(&run)?;
+    match (&run.results.aborted, &run.interrupted) {
+        (Some(ab), None) => {
+            eprintln!("loadlens: {}", aborted_line(ab, &run));
+            Ok(ExitCode::from(super::ci::BEHIND))
+        }
+        _ => Ok(code),
+    }
+}
+
+/// The one line saying a run was stopped by `--abort-if-behind`: when, the rates, and
+/// what the watch found limited it.
+fn aborted_line(ab: &crate::run::Abort, run: &Run) -> String {
+    use crate::run::Kind;
+    let verdict = match (&run.evidence, run.findings.first()) {
+        (None, _) => "the server was not watched (--no-watch), so why is not known".to_string(),
+        (Some(_), Some(f)) if f.kind == Kind::Bottleneck => {
+            format!("the watch's verdict: {} ({})", f.title, f.id)
+        }
+        (Some(_), Some(f)) => format!(
+            "the watch named no bottleneck; its first finding: {} ({})",
+            f.title, f.id
+        ),
+        (Some(_), None) => "the watch named no bottleneck".to_string(),
+    };
+    format!(
+        "aborted at {:.1} s: {:.0} req/s completed over the last {:.1} s where the schedule asked {:.0} req/s, {:.0}% behind (more than --abort-if-behind {}%); {verdict}",
+        ab.at_s, ab.achieved_rps, ab.window_s, ab.scheduled_rps, ab.behind_pct, ab.limit_pct
+    )
 }
 
 /// Whether this run may probe: `--no-probe` (or `--no-watch`) refuses; `--probe` asks;

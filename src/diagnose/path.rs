@@ -60,7 +60,7 @@ pub(crate) fn model(c: &Ctx) -> Option<RequestPath> {
     // The client: in a closed loop each connection holds a request between a response
     // and the next request; that time is outside the latency.
     let n = (run.spec.connections * r.streams_per_connection.max(1)) as f64;
-    let client_ms = if run.spec.rate.is_none() {
+    let client_ms = if !run.spec.open_loop() {
         (n / rate * 1e3 - latency_ms).max(0.0)
     } else {
         0.0

@@ -11,6 +11,7 @@ mod h1;
 pub mod h2;
 pub mod http;
 mod pace;
+mod stages;
 pub mod stats;
 mod timeline;
 pub mod transport;
@@ -80,6 +81,7 @@ fn read_buffer_size(connections: u32) -> usize {
 /// then measured from each request's due time.
 fn open_loop(spec: &Spec) -> bool {
     spec.rate.is_some()
+        || stages::rate_stages(spec).is_some()
         || spec
             .mix
             .as_ref()
@@ -218,7 +220,8 @@ fn run_with<T: Transport + 'static>(
         false => read_buffer_size(spec.connections),
     };
     let streams = if h2 { spec.max_concurrent_streams } else { 1 };
-    let budget = Arc::new(Budget::new(spec.requests));
+    let budget = Arc::new(Budget::new(spec.requests.or(stages::budget(spec))));
+    let stage_plan = spec.stages.clone().map(Arc::new);
     let threads = spec.threads as usize;
     let timeout = spec.timeout();
     let (tx, rx) = mpsc::channel::<Tick>();
@@ -247,7 +250,12 @@ fn run_with<T: Transport + 'static>(
                 .rate
                 .map(|r| Duration::from_secs_f64(spec.connections as f64 / r))
                 // --replay at a speed: paced by each request's due time (`start_request`).
-                .or((!request.due_us.is_empty()).then_some(Duration::from_secs(1))),
+                .or(
+                    (!request.due_us.is_empty() || stages::rate_stages(spec).is_some())
+                        .then_some(Duration::from_secs(1)),
+                ),
+            stages: stage_plan.clone(),
+            threads,
             timeout,
             read_buffer,
             start,
@@ -278,8 +286,10 @@ fn run_with<T: Transport + 'static>(
 
     let mut timeline = TimelineBuilder::new(timeout * 2 + Duration::from_secs(1), threads);
     let mut last_update = start;
+    let mut behind = stages::Behind::new(spec);
+    let mut aborted = None;
     loop {
-        match rx.recv_timeout(Duration::from_millis(250)) {
+        match rx.recv_timeout(Duration::from_millis(100)) {
             Ok(t) => {
                 let thread = t.thread;
                 let spare = timeline.add(t);
@@ -290,8 +300,17 @@ fn run_with<T: Transport + 'static>(
             Err(RecvTimeoutError::Disconnected) => break,
         }
         let now = Instant::now();
+        let sum = |f: fn(&worker::LiveCount) -> u64| live.iter().map(|l| f(l)).sum::<u64>();
+        if let (Some(b), None) = (behind.as_mut(), &aborted) {
+            let done = sum(|l| l.responses.load(std::sync::atomic::Ordering::Relaxed))
+                + sum(|l| l.errors.load(std::sync::atomic::Ordering::Relaxed));
+            aborted = b.check(now - start, done);
+            if aborted.is_some() {
+                // The workers stop as they would on Ctrl-C; the load's results stand.
+                stop.store(true, std::sync::atomic::Ordering::Relaxed);
+            }
+        }
         if now.duration_since(last_update) >= Duration::from_millis(500) {
-            let sum = |f: fn(&worker::LiveCount) -> u64| live.iter().map(|l| f(l)).sum::<u64>();
             progress.update(
                 now - start,
                 sum(|l| l.responses.load(std::sync::atomic::Ordering::Relaxed)),
@@ -314,7 +333,12 @@ fn run_with<T: Transport + 'static>(
         end = end.max(te.ended);
     }
     let elapsed = end.duration_since(start);
+    // Rate stages end when the schedule's last request is answered, a moment before
+    // the deadline: the window is still the whole schedule (unless the run was stopped).
+    let scheduled_out =
+        stages::rate_stages(spec).is_some() && !stop.load(std::sync::atomic::Ordering::Relaxed);
     let duration_s = match deadline {
+        Some(d) if scheduled_out => d.duration_since(start).as_secs_f64(),
         // The window is the requested one: workers stop at the deadline, in-flight
         // requests are abandoned (as wrk does).
         Some(d) => d.duration_since(start).min(elapsed).as_secs_f64().max(1e-9),
@@ -323,6 +347,10 @@ fn run_with<T: Transport + 'static>(
     let (seconds, slices, per_thread_rates) = timeline.finish(duration_s);
     let iowait_cpus = merged.iowait_cpu_list();
     let mut results = results_from(spec, target, merged, duration_s, seconds, &per_thread_rates);
+    if let Some(st) = &spec.stages {
+        results.stages = stages::results(st, &slices, &results.timeline, duration_s);
+    }
+    results.aborted = aborted;
     results.slices = slices;
     results.iowait_cpus = iowait_cpus;
     if io.uring {
@@ -429,6 +457,8 @@ fn results_from(
         thread_requests_per_s: Spread::of(per_thread_rates),
         timeline,
         slices: Vec::new(),
+        stages: Vec::new(),
+        aborted: None,
     }
 }
 

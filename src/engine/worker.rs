@@ -31,7 +31,7 @@ use super::http::ResponseParser;
 use super::pace::PaceTimer;
 use super::stats::{latency_histogram, us_between, ErrorKind, ThreadStats, Tick};
 use super::transport::Transport;
-use crate::spec::Requests;
+use crate::spec::{Requests, StageKind, Stages};
 
 /// How often connections are checked for timeouts and failed connects retried.
 pub(super) const SWEEP: Duration = Duration::from_millis(20);
@@ -61,6 +61,9 @@ pub struct Worker<T: Transport> {
     /// on schedule whatever the responses do; latency is measured from the scheduled
     /// time (wrk2's correction for coordinated omission). `None` = closed loop.
     pub pace: Option<Duration>,
+    /// `--stages` (`stages.rs`), and the load's threads (a connection's place in it).
+    pub stages: Option<Arc<Stages>>,
+    pub threads: usize,
     pub timeout: Duration,
     pub read_buffer: usize,
     pub start: Instant,
@@ -386,6 +389,9 @@ impl<'a, T: Transport> Loop<'a, T> {
     /// connection is opened that could never send a request.
     pub(super) fn begin_open<S>(&mut self, c: &mut Conn<S>, now: Instant) -> bool {
         c.transport = None;
+        if super::stages::rests(self.w, c, now) {
+            return false;
+        }
         c.parser.reset();
         c.pending = 0;
         c.sent = 0;
@@ -475,8 +481,12 @@ impl<'a, T: Transport> Loop<'a, T> {
     /// In open loop, a request not yet due parks the connection in `Paced` (still `true`:
     /// the connection lives on).
     pub(super) fn start_request<S>(&mut self, c: &mut Conn<S>, now: Instant) -> bool {
+        if super::stages::rests(self.w, c, now) {
+            return true;
+        }
         let due = &self.w.request.due_us;
-        if !due.is_empty() {
+        let schedule = self.w.stages.as_ref().filter(|s| s.kind == StageKind::Rate);
+        if !due.is_empty() || schedule.is_some() {
             // --replay: the request's ordinal (claimed now, or with the connection) says
             // when it is due; a connection holds it, parked, until then.
             if !c.permit {
@@ -488,6 +498,8 @@ impl<'a, T: Transport> Loop<'a, T> {
             }
             if let Some(&us) = due.get(c.ordinal as usize) {
                 c.due = self.w.start + Duration::from_micros(us);
+            } else if let Some(t) = schedule.and_then(|s| s.due_s(c.ordinal)) {
+                c.due = self.w.start + Duration::from_secs_f64(t);
             }
         }
         if self.w.pace.is_some() && c.due > now {

@@ -236,7 +236,9 @@ pub fn default_name(run: &Run) -> String {
     if let Some(r) = s.rate {
         name.push_str(&format!(" -R {r}"));
     }
-    if let Some(d) = s.duration_s {
+    if let Some(st) = &s.stages {
+        name.push_str(&format!(" --stages {}", st.text()));
+    } else if let Some(d) = s.duration_s {
         name.push_str(&format!(" -d {d}s"));
     }
     if let Some(n) = s.requests {

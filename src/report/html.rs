@@ -13,7 +13,7 @@ mod machine;
 mod sweep;
 mod time;
 
-use super::chart::{esc, lines, Series, XAxis};
+use super::chart::{esc, lines, lines_marked, Mark, Series, XAxis};
 use super::View;
 use crate::run::{Kind, Run};
 use crate::units::{fmt_bytes, fmt_us};
@@ -218,22 +218,50 @@ fn timeline(o: &mut String, run: &Run) {
             .map(|s| (s.t_s as f64, f(s) / s.duration_s.max(1e-9)))
             .collect()
     };
-    o.push_str(&lines(
+    // --stages: each stage's start marked across both charts, and a rate schedule
+    // drawn beside what was achieved.
+    let labels: Vec<String> = run
+        .results
+        .stages
+        .iter()
+        .map(|st| format!("▸ {}", st.stage))
+        .collect();
+    let marks: Vec<Mark> = run
+        .results
+        .stages
+        .iter()
+        .zip(&labels)
+        .map(|(st, l)| Mark::X(st.start_s, l))
+        .collect();
+    let mut series = vec![
+        Series {
+            name: "responses/s",
+            color: "#0072b2",
+            points: per_second(run),
+        },
+        Series {
+            name: "errors/s",
+            color: "#c0392b",
+            points: rate(|s| s.errors as f64),
+        },
+    ];
+    let stages = &run.results.stages;
+    if !stages.is_empty() && stages.iter().all(|st| st.target_rps.is_some()) {
+        series.push(Series {
+            name: "scheduled/s",
+            color: "#999999",
+            points: stages
+                .iter()
+                .flat_map(|st| [(st.start_s, st.target_from), (st.end_s, st.target_to)])
+                .collect(),
+        });
+    }
+    o.push_str(&lines_marked(
         "requests/s and errors/s",
         "",
         XAxis::Linear("s"),
-        &[
-            Series {
-                name: "responses/s",
-                color: "#0072b2",
-                points: per_second(run),
-            },
-            Series {
-                name: "errors/s",
-                color: "#c0392b",
-                points: rate(|s| s.errors as f64),
-            },
-        ],
+        &series,
+        &marks,
     ));
     let ms = |f: fn(&crate::run::Second) -> u64| -> Vec<(f64, f64)> {
         t.iter()
@@ -241,11 +269,12 @@ fn timeline(o: &mut String, run: &Run) {
             .map(|s| (s.t_s as f64, f(s) as f64 / 1000.0))
             .collect()
     };
-    o.push_str(&lines(
+    o.push_str(&lines_marked(
         "latency per second",
         "ms",
         XAxis::Linear("s"),
         &percentile_series([ms(|s| s.p50_us), ms(|s| s.p99_us), ms(|s| s.max_us)]),
+        &marks,
     ));
 }
 

@@ -18,6 +18,9 @@ pub fn render(run: &Run, latency: bool) -> String {
         ),
         (None, Some(n)) => format!("{n} requests"),
         (None, None) => "test".to_string(),
+    } + &match &s.stages {
+        Some(st) => format!(" in {} stages ({})", st.stages.len(), st.text()),
+        None => String::new(),
     };
     let _ = writeln!(o, "Running {window} @ {}", s.url);
     if let Some(seg) = &run.segment {
@@ -193,6 +196,7 @@ pub fn render(run: &Run, latency: bool) -> String {
         );
     }
     let _ = writeln!(o, "Transfer/sec: {:>10}", fmt_bytes(r.bytes_per_s));
+    stages(&mut o, run);
     o.push_str(&super::endpoints::render(run));
     o.push_str(&super::repeat::render(run));
     segments(&mut o, run);
@@ -219,6 +223,61 @@ pub fn render(run: &Run, latency: bool) -> String {
     }
     o.push_str(&super::objectives::render(run));
     o
+}
+
+/// `--stages`: each stage's target and what it achieved, one line each; then where
+/// `--abort-if-behind` stopped the run.
+fn stages(o: &mut String, run: &Run) {
+    let r = &run.results;
+    if !r.stages.is_empty() {
+        let conns = r.stages.iter().all(|st| st.target_rps.is_none());
+        let _ = writeln!(
+            o,
+            "{:<14}{:>16}{:>14}{:>11}{:>10}{:>8}{:>9}{:>9}{:>9}",
+            "Stages:",
+            if conns { "connections" } else { "target/s" },
+            "achieved/s",
+            "requests",
+            "errors",
+            "length",
+            "p50",
+            "p99",
+            "max"
+        );
+        // A stage with no response has no latency: a dash, not 0.
+        let ms = |us: u64| match us {
+            0 => "-".to_string(),
+            us => fmt_us(us as f64),
+        };
+        for st in &r.stages {
+            let target = match st.target_rps {
+                Some(t) if st.target_from == st.target_to => format!("{t:.1}"),
+                Some(t) => format!("{t:.1} ({:.0}→{:.0})", st.target_from, st.target_to),
+                None if st.target_from == st.target_to => format!("{:.0}", st.target_to),
+                None => format!("{:.0}→{:.0}", st.target_from, st.target_to),
+            };
+            let _ = writeln!(
+                o,
+                "  {:<12}{:>16}{:>14.1}{:>11}{:>10}{:>8}{:>9}{:>9}{:>9}",
+                st.stage,
+                target,
+                st.achieved_rps,
+                st.requests,
+                st.errors,
+                format!("{:.1}s", st.end_s - st.start_s),
+                ms(st.p50_us),
+                ms(st.p99_us),
+                ms(st.max_us)
+            );
+        }
+    }
+    if let Some(a) = &r.aborted {
+        let _ = writeln!(
+            o,
+            "aborted at {:.1}s: {:.0} req/s completed over the last {:.1}s where the schedule asked {:.0} req/s ({:.0}% behind, more than --abort-if-behind {}%)",
+            a.at_s, a.achieved_rps, a.window_s, a.scheduled_rps, a.behind_pct, a.limit_pct
+        );
+    }
 }
 
 /// A merged Run's segments, one line each, then a saturated client and any missing

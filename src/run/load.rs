@@ -100,6 +100,14 @@ pub struct LoadResults {
     /// appearance (absent for a run of one request).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub endpoints: Vec<super::endpoint::EndpointResult>,
+    /// `--stages`: results per stage, in order (absent for a load at one rate or one
+    /// number of connections).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub stages: Vec<super::stages::StageResult>,
+    /// `--abort-if-behind`: when and why the load was stopped for falling behind its
+    /// schedule; absent when it ran its course.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub aborted: Option<super::stages::Abort>,
 }
 
 /// One 100 ms slice of the load (see [`LoadResults::slices`]).

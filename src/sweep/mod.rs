@@ -180,6 +180,8 @@ pub(crate) mod tests {
             max_concurrent_streams: 1,
             io: Default::default(),
             mix: None,
+            stages: None,
+            abort_if_behind_pct: None,
             authorization: None,
         }
     }

@@ -122,7 +122,7 @@ pub(super) fn concurrency_bound(c: &Ctx) -> Option<Finding> {
     let run = c.run;
     let r = &run.results;
     // Open loop: the rate was asked for. Failing requests measure something else.
-    if run.spec.rate.is_some() || r.responses == 0 {
+    if run.spec.open_loop() || r.responses == 0 {
         return None;
     }
     if r.errors.total() + r.non_2xx_3xx > r.responses / 100 {

@@ -26,7 +26,7 @@ const MIN_POOL: f64 = 1.5;
 pub(super) fn pool_limit(c: &Ctx) -> Option<Finding> {
     let run = c.run;
     let r = &run.results;
-    if run.spec.rate.is_some() || r.responses == 0 {
+    if run.spec.open_loop() || r.responses == 0 {
         return None;
     }
     if r.errors.total() + r.non_2xx_3xx > r.responses / 100 {
