@@ -26,6 +26,8 @@ want prlimit util-linux
 [ "$what" = test ] && want java default-jre-headless
 # A lossy link in a test's namespaces (tests/diagnose_time.rs; the kernel may have no netem).
 [ "$what" = test ] && { command -v nft >/dev/null 2>&1 || [ -x /usr/sbin/nft ] || need+=(nftables); }
+# HTTP/3 (tests/engine_h3.rs; bench/h3-cost): Caddy serves it by default.
+{ [ "$what" = test ] || [ "$what" = bench ]; } && want caddy caddy
 # The HTML report is opened in a real browser by its test.
 [ "$what" = test ] && want chromium chromium
 ls /usr/sbin/php-fpm* >/dev/null 2>&1 || need+=(php-fpm)
@@ -63,7 +65,7 @@ if [ ${#need[@]} -gt 0 ]; then
   if command -v systemctl >/dev/null 2>&1; then
     systemctl disable --now nginx >/dev/null 2>&1 || true
     systemctl disable --now 'php*-fpm' >/dev/null 2>&1 || true
-    systemctl disable --now apache2 haproxy >/dev/null 2>&1 || true
+    systemctl disable --now apache2 haproxy caddy >/dev/null 2>&1 || true
     # The remote watch's test starts its own sshd; the packaged one is not needed.
     systemctl disable --now ssh >/dev/null 2>&1 || true
   fi

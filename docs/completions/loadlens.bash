@@ -1180,7 +1180,7 @@ _loadlens() {
             return 0
             ;;
         loadlens__subcmd__run)
-            opts="-c -t -d -n -R -q -H -X -m -k -h -V --connections --threads --duration --requests --connreqs --rate --targets --seed --sequential --replay --speed --latency --json --flamegraph --html --quiet --repeat --pause --segment --start-at --probe --no-probe --slo --judge-untrusted --junit --summary-md --hdr-log --openmetrics --ray --clients --ray-timeout --server-node-resource --header --method --body --body-file --timeout --insecure --h2 --h1 --max-concurrent-streams --io --no-watch --watch --ssh-command --sample --server-pid --server-name --profile --profile-hz --no-offcpu --save --db --tag --help --version"
+            opts="-c -t -d -n -R -q -H -X -m -k -h -V --connections --threads --duration --requests --connreqs --rate --targets --seed --sequential --replay --speed --latency --json --flamegraph --html --quiet --repeat --pause --segment --start-at --probe --no-probe --slo --judge-untrusted --junit --summary-md --hdr-log --openmetrics --ray --clients --ray-timeout --server-node-resource --header --method --body --body-file --timeout --insecure --h2 --h1 --h3 --max-concurrent-streams --io --no-watch --watch --ssh-command --sample --server-pid --server-name --profile --profile-hz --no-offcpu --save --db --tag --help --version"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -1394,7 +1394,7 @@ _loadlens() {
             return 0
             ;;
         loadlens__subcmd__sweep)
-            opts="-c -t -R -d -q -H -X -m -k -h -V --connections --threads --connreqs --rate --duration --repeat --pause --ceiling --slo --errors --budget --json --csv --html --quiet --targets --seed --sequential --replay --speed --header --method --body --body-file --timeout --insecure --h2 --h1 --max-concurrent-streams --io --no-watch --watch --ssh-command --sample --server-pid --server-name --profile --profile-hz --no-offcpu --help --version"
+            opts="-c -t -R -d -q -H -X -m -k -h -V --connections --threads --connreqs --rate --duration --repeat --pause --ceiling --slo --errors --budget --json --csv --html --quiet --targets --seed --sequential --replay --speed --header --method --body --body-file --timeout --insecure --h2 --h1 --h3 --max-concurrent-streams --io --no-watch --watch --ssh-command --sample --server-pid --server-name --profile --profile-hz --no-offcpu --help --version"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -1556,7 +1556,7 @@ _loadlens() {
             return 0
             ;;
         loadlens__subcmd__tune)
-            opts="-c -t -d -n -R -q -H -X -m -k -h -V --connections --threads --duration --requests --connreqs --rate --targets --seed --sequential --replay --speed --latency --json --flamegraph --html --quiet --repeat --pause --segment --start-at --probe --no-probe --slo --judge-untrusted --junit --summary-md --hdr-log --openmetrics --ray --clients --ray-timeout --server-node-resource --header --method --body --body-file --timeout --insecure --h2 --h1 --max-concurrent-streams --io --no-watch --watch --ssh-command --sample --server-pid --server-name --profile --profile-hz --no-offcpu --save --db --tag --apply --pairs --steps --objective --min-gain --allow-sysctl --try --patch-out --help --version"
+            opts="-c -t -d -n -R -q -H -X -m -k -h -V --connections --threads --duration --requests --connreqs --rate --targets --seed --sequential --replay --speed --latency --json --flamegraph --html --quiet --repeat --pause --segment --start-at --probe --no-probe --slo --judge-untrusted --junit --summary-md --hdr-log --openmetrics --ray --clients --ray-timeout --server-node-resource --header --method --body --body-file --timeout --insecure --h2 --h1 --h3 --max-concurrent-streams --io --no-watch --watch --ssh-command --sample --server-pid --server-name --profile --profile-hz --no-offcpu --save --db --tag --apply --pairs --steps --objective --min-gain --allow-sysctl --try --patch-out --help --version"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
