@@ -33,6 +33,7 @@ bench:
 	$(CARGO) build --release
 	bench/vs-peers
 	bench/watch-overhead
+	bench/h3-cost
 
 # The binary, the man page and the shell completions (generated from the clap
 # definitions into docs/, kept current by tests/docs_current.rs).

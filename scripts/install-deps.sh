@@ -28,6 +28,8 @@ want prlimit util-linux
 [ "$what" = test ] && { command -v nft >/dev/null 2>&1 || [ -x /usr/sbin/nft ] || need+=(nftables); }
 # nginx's echo module: a delay the config sets (tests/history.rs: a planted step).
 [ "$what" = test ] && { [ -e /usr/lib/nginx/modules/ngx_http_echo_module.so ] || need+=(libnginx-mod-http-echo); }
+# HTTP/3 (tests/engine_h3.rs; bench/h3-cost): Caddy serves it by default.
+{ [ "$what" = test ] || [ "$what" = bench ]; } && want caddy caddy
 # The HTML report is opened in a real browser by its test.
 [ "$what" = test ] && want chromium chromium
 ls /usr/sbin/php-fpm* >/dev/null 2>&1 || need+=(php-fpm)

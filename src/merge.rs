@@ -220,6 +220,7 @@ fn side_by_side(runs: &[&Run], t0: f64) -> anyhow::Result<LoadResults> {
         out.slices = Vec::new();
     }
     out.endpoints = crate::run::merged_endpoints(runs.iter().map(|r| &r.results.endpoints[..]))?;
+    out.quic = crate::run::QuicStats::merged(runs.iter().map(|r| r.results.quic.as_ref()))?;
     Ok(out)
 }
 

@@ -123,6 +123,8 @@ pub enum HttpVersion {
     H1,
     /// HTTP/2 only (`--h2`): prior knowledge over cleartext (h2c), ALPN `h2` over TLS.
     H2,
+    /// HTTP/3 over QUIC (`--h3`, https:// only): ALPN `h3` over UDP.
+    H3,
 }
 
 /// Takes the credentials out of a URL (`http://user:pw@host/`): the URL to record (user
@@ -232,7 +234,28 @@ impl Spec {
             return bad("--max-concurrent-streams must be between 1 and 1000");
         }
         if self.max_concurrent_streams > 1 && self.http == HttpVersion::H1 {
-            return bad("--max-concurrent-streams is for HTTP/2: HTTP/1.1 has one request in flight per connection (drop --h1, or use -c)");
+            return bad("--max-concurrent-streams is for HTTP/2 and HTTP/3: HTTP/1.1 has one request in flight per connection (drop --h1, or use -c)");
+        }
+        if self.http == HttpVersion::H3 {
+            if !self
+                .url
+                .trim_start()
+                .to_ascii_lowercase()
+                .starts_with("https://")
+            {
+                return bad(
+                    "--h3 speaks HTTP/3 over QUIC, which is always TLS: give an https:// URL",
+                );
+            }
+            if self.io == IoBackend::Uring {
+                return bad("--io uring drives TCP only: HTTP/3 (--h3) runs on quinn's UDP sockets; drop --io uring");
+            }
+            if self.rate.is_some() {
+                return bad("--rate (open loop) is not built for HTTP/3 yet: drop -R to run --h3 in closed loop");
+            }
+            if self.stages.is_some() {
+                return bad("--stages is not built for HTTP/3 yet: drop --stages to run --h3 at one number of connections");
+            }
         }
         if !is_token(&self.method) {
             return Err(SpecError::Flags(format!(

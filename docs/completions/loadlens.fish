@@ -75,7 +75,7 @@ complete -c loadlens -n "__fish_loadlens_using_subcommand run" -s m -s X -l meth
 complete -c loadlens -n "__fish_loadlens_using_subcommand run" -l body -d 'Request body' -r
 complete -c loadlens -n "__fish_loadlens_using_subcommand run" -l body-file -d 'Read the request body from a file' -r -F
 complete -c loadlens -n "__fish_loadlens_using_subcommand run" -l timeout -d 'Per-request timeout; a request unanswered after it counts as a timeout' -r
-complete -c loadlens -n "__fish_loadlens_using_subcommand run" -l max-concurrent-streams -d 'HTTP/2: requests in flight on each connection (h2load\'s -m)' -r
+complete -c loadlens -n "__fish_loadlens_using_subcommand run" -l max-concurrent-streams -d 'HTTP/2 and HTTP/3: requests in flight on each connection (h2load\'s -m)' -r
 complete -c loadlens -n "__fish_loadlens_using_subcommand run" -l io -d 'Socket I/O of the workers: io_uring (one system call per loop for all connections; plain-text HTTP/1.1) or epoll. Default: io_uring where the kernel allows it, else epoll' -r -f -a "auto\t''
 uring\t''
 epoll\t''"
@@ -97,6 +97,7 @@ complete -c loadlens -n "__fish_loadlens_using_subcommand run" -l judge-untruste
 complete -c loadlens -n "__fish_loadlens_using_subcommand run" -s k -l insecure -d 'Do not verify the server\'s TLS certificate'
 complete -c loadlens -n "__fish_loadlens_using_subcommand run" -l h2 -d 'Speak HTTP/2: with prior knowledge over cleartext http:// (h2c), by ALPN `h2` over https:// (which already prefers HTTP/2 when the server offers it)'
 complete -c loadlens -n "__fish_loadlens_using_subcommand run" -l h1 -d 'Speak HTTP/1.1 only, also over https:// to a server that offers HTTP/2'
+complete -c loadlens -n "__fish_loadlens_using_subcommand run" -l h3 -d 'Speak HTTP/3 over QUIC (UDP) to an https:// URL: many QUIC connections (-c), each with --max-concurrent-streams requests in flight'
 complete -c loadlens -n "__fish_loadlens_using_subcommand run" -l no-watch -d 'Do not watch the machine (CPU, network, TCP counters, server processes)'
 complete -c loadlens -n "__fish_loadlens_using_subcommand run" -l profile -d 'Profile the server during the load: on-CPU call stacks of its processes (kernel perf events; needs root, CAP_PERFMON or kernel.perf_event_paranoid ≤ 1 for kernel frames), shown as "Where the server\'s CPU went" and kept in the Run'
 complete -c loadlens -n "__fish_loadlens_using_subcommand run" -l no-offcpu -d 'Do not watch where the server\'s threads slept ("Where the server\'s time went"): by default their states, calls and wait channels are sampled from /proc (held to at most 1% of a core); with --profile, every context switch with its stacks'
@@ -155,7 +156,7 @@ complete -c loadlens -n "__fish_loadlens_using_subcommand sweep" -s m -s X -l me
 complete -c loadlens -n "__fish_loadlens_using_subcommand sweep" -l body -d 'Request body' -r
 complete -c loadlens -n "__fish_loadlens_using_subcommand sweep" -l body-file -d 'Read the request body from a file' -r -F
 complete -c loadlens -n "__fish_loadlens_using_subcommand sweep" -l timeout -d 'Per-request timeout; a request unanswered after it counts as a timeout' -r
-complete -c loadlens -n "__fish_loadlens_using_subcommand sweep" -l max-concurrent-streams -d 'HTTP/2: requests in flight on each connection (h2load\'s -m)' -r
+complete -c loadlens -n "__fish_loadlens_using_subcommand sweep" -l max-concurrent-streams -d 'HTTP/2 and HTTP/3: requests in flight on each connection (h2load\'s -m)' -r
 complete -c loadlens -n "__fish_loadlens_using_subcommand sweep" -l io -d 'Socket I/O of the workers: io_uring (one system call per loop for all connections; plain-text HTTP/1.1) or epoll. Default: io_uring where the kernel allows it, else epoll' -r -f -a "auto\t''
 uring\t''
 epoll\t''"
@@ -171,6 +172,7 @@ complete -c loadlens -n "__fish_loadlens_using_subcommand sweep" -l sequential -
 complete -c loadlens -n "__fish_loadlens_using_subcommand sweep" -s k -l insecure -d 'Do not verify the server\'s TLS certificate'
 complete -c loadlens -n "__fish_loadlens_using_subcommand sweep" -l h2 -d 'Speak HTTP/2: with prior knowledge over cleartext http:// (h2c), by ALPN `h2` over https:// (which already prefers HTTP/2 when the server offers it)'
 complete -c loadlens -n "__fish_loadlens_using_subcommand sweep" -l h1 -d 'Speak HTTP/1.1 only, also over https:// to a server that offers HTTP/2'
+complete -c loadlens -n "__fish_loadlens_using_subcommand sweep" -l h3 -d 'Speak HTTP/3 over QUIC (UDP) to an https:// URL: many QUIC connections (-c), each with --max-concurrent-streams requests in flight'
 complete -c loadlens -n "__fish_loadlens_using_subcommand sweep" -l no-watch -d 'Do not watch the machine (CPU, network, TCP counters, server processes)'
 complete -c loadlens -n "__fish_loadlens_using_subcommand sweep" -l profile -d 'Profile the server during the load: on-CPU call stacks of its processes (kernel perf events; needs root, CAP_PERFMON or kernel.perf_event_paranoid ≤ 1 for kernel frames), shown as "Where the server\'s CPU went" and kept in the Run'
 complete -c loadlens -n "__fish_loadlens_using_subcommand sweep" -l no-offcpu -d 'Do not watch where the server\'s threads slept ("Where the server\'s time went"): by default their states, calls and wait channels are sampled from /proc (held to at most 1% of a core); with --profile, every context switch with its stacks'
@@ -209,7 +211,7 @@ complete -c loadlens -n "__fish_loadlens_using_subcommand tune" -s m -s X -l met
 complete -c loadlens -n "__fish_loadlens_using_subcommand tune" -l body -d 'Request body' -r
 complete -c loadlens -n "__fish_loadlens_using_subcommand tune" -l body-file -d 'Read the request body from a file' -r -F
 complete -c loadlens -n "__fish_loadlens_using_subcommand tune" -l timeout -d 'Per-request timeout; a request unanswered after it counts as a timeout' -r
-complete -c loadlens -n "__fish_loadlens_using_subcommand tune" -l max-concurrent-streams -d 'HTTP/2: requests in flight on each connection (h2load\'s -m)' -r
+complete -c loadlens -n "__fish_loadlens_using_subcommand tune" -l max-concurrent-streams -d 'HTTP/2 and HTTP/3: requests in flight on each connection (h2load\'s -m)' -r
 complete -c loadlens -n "__fish_loadlens_using_subcommand tune" -l io -d 'Socket I/O of the workers: io_uring (one system call per loop for all connections; plain-text HTTP/1.1) or epoll. Default: io_uring where the kernel allows it, else epoll' -r -f -a "auto\t''
 uring\t''
 epoll\t''"
@@ -237,6 +239,7 @@ complete -c loadlens -n "__fish_loadlens_using_subcommand tune" -l judge-untrust
 complete -c loadlens -n "__fish_loadlens_using_subcommand tune" -s k -l insecure -d 'Do not verify the server\'s TLS certificate'
 complete -c loadlens -n "__fish_loadlens_using_subcommand tune" -l h2 -d 'Speak HTTP/2: with prior knowledge over cleartext http:// (h2c), by ALPN `h2` over https:// (which already prefers HTTP/2 when the server offers it)'
 complete -c loadlens -n "__fish_loadlens_using_subcommand tune" -l h1 -d 'Speak HTTP/1.1 only, also over https:// to a server that offers HTTP/2'
+complete -c loadlens -n "__fish_loadlens_using_subcommand tune" -l h3 -d 'Speak HTTP/3 over QUIC (UDP) to an https:// URL: many QUIC connections (-c), each with --max-concurrent-streams requests in flight'
 complete -c loadlens -n "__fish_loadlens_using_subcommand tune" -l no-watch -d 'Do not watch the machine (CPU, network, TCP counters, server processes)'
 complete -c loadlens -n "__fish_loadlens_using_subcommand tune" -l profile -d 'Profile the server during the load: on-CPU call stacks of its processes (kernel perf events; needs root, CAP_PERFMON or kernel.perf_event_paranoid ≤ 1 for kernel frames), shown as "Where the server\'s CPU went" and kept in the Run'
 complete -c loadlens -n "__fish_loadlens_using_subcommand tune" -l no-offcpu -d 'Do not watch where the server\'s threads slept ("Where the server\'s time went"): by default their states, calls and wait channels are sampled from /proc (held to at most 1% of a core); with --profile, every context switch with its stacks'

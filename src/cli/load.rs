@@ -45,7 +45,11 @@ pub struct LoadFlags {
     /// Speak HTTP/1.1 only, also over https:// to a server that offers HTTP/2.
     #[arg(long)]
     pub h1: bool,
-    /// HTTP/2: requests in flight on each connection (h2load's -m).
+    /// Speak HTTP/3 over QUIC (UDP) to an https:// URL: many QUIC connections (-c),
+    /// each with --max-concurrent-streams requests in flight.
+    #[arg(long, conflicts_with_all = ["h1", "h2"])]
+    pub h3: bool,
+    /// HTTP/2 and HTTP/3: requests in flight on each connection (h2load's -m).
     #[arg(long, value_name = "N", default_value = "1")]
     pub max_concurrent_streams: u32,
     /// Socket I/O of the workers: io_uring (one system call per loop for all
@@ -163,9 +167,10 @@ impl LoadFlags {
             body_bytes,
             timeout_s: self.timeout.as_secs_f64(),
             insecure: self.insecure,
-            http: match (self.h1, self.h2) {
-                (true, _) => crate::spec::HttpVersion::H1,
-                (_, true) => crate::spec::HttpVersion::H2,
+            http: match (self.h1, self.h2, self.h3) {
+                (true, _, _) => crate::spec::HttpVersion::H1,
+                (_, true, _) => crate::spec::HttpVersion::H2,
+                (_, _, true) => crate::spec::HttpVersion::H3,
                 _ => crate::spec::HttpVersion::Auto,
             },
             max_concurrent_streams: self.max_concurrent_streams,

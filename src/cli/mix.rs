@@ -63,8 +63,8 @@ impl MixFlags {
         }
         if self.replay.is_some() {
             self.speed()?;
-            if load.h2 {
-                anyhow::bail!("--replay speaks HTTP/1.1 for now: drop --h2");
+            if load.h2 || load.h3 {
+                anyhow::bail!("--replay speaks HTTP/1.1 for now: drop --h2/--h3");
             }
             if body {
                 anyhow::bail!("--replay sends requests without a body: drop --body/--body-file");

@@ -278,7 +278,11 @@ pub fn cmd(mut a: RunArgs) -> anyhow::Result<ExitCode> {
         None => whole.clone(),
     };
     let target = spec.target()?;
-    let addr = target.probe(spec.timeout())?;
+    // HTTP/3 is UDP: its probe is the QUIC handshake the engine makes before the load.
+    let addr = match spec.http {
+        crate::spec::HttpVersion::H3 => target.addrs[0],
+        _ => target.probe(spec.timeout())?,
+    };
     // The views, chosen by flag; fail before the load, not after it, when an output
     // cannot be written.
     let json = a.json.as_deref().map(Dest::parse);

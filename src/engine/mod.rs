@@ -9,6 +9,7 @@ mod conn;
 mod gather;
 mod h1;
 pub mod h2;
+mod h3;
 pub mod http;
 mod pace;
 mod stages;
@@ -100,12 +101,16 @@ pub fn run(
 ) -> anyhow::Result<Outcome> {
     const H2: &[u8] = b"h2";
     const H1: &[u8] = b"http/1.1";
+    if spec.http == HttpVersion::H3 {
+        return h3::run(spec, target, addr, body, stop, progress);
+    }
     let mut h2 = spec.http == HttpVersion::H2;
     if target.tls {
         let offer: &[&[u8]] = match spec.http {
             HttpVersion::H2 => &[H2],
             HttpVersion::H1 => &[H1],
             HttpVersion::Auto => &[H2, H1],
+            HttpVersion::H3 => unreachable!("HTTP/3 runs in h3.rs"),
         };
         let cfg = TlsConfig::new(&target.host, spec.insecure, offer)?;
         let chosen = cfg.probe(addr, spec.timeout())?;
@@ -283,76 +288,18 @@ fn run_with<T: Transport + 'static>(
         handles.push(h);
     }
     drop(tx);
-
-    let mut timeline = TimelineBuilder::new(timeout * 2 + Duration::from_secs(1), threads);
-    let mut last_update = start;
-    let mut behind = stages::Behind::new(spec);
-    let mut aborted = None;
-    loop {
-        match rx.recv_timeout(Duration::from_millis(100)) {
-            Ok(t) => {
-                let thread = t.thread;
-                let spare = timeline.add(t);
-                // A worker that has stopped no longer takes spares.
-                let _ = spares[thread].send(spare);
-            }
-            Err(RecvTimeoutError::Timeout) => {}
-            Err(RecvTimeoutError::Disconnected) => break,
-        }
-        let now = Instant::now();
-        let sum = |f: fn(&worker::LiveCount) -> u64| live.iter().map(|l| f(l)).sum::<u64>();
-        if let (Some(b), None) = (behind.as_mut(), &aborted) {
-            let done = sum(|l| l.responses.load(std::sync::atomic::Ordering::Relaxed))
-                + sum(|l| l.errors.load(std::sync::atomic::Ordering::Relaxed));
-            aborted = b.check(now - start, done);
-            if aborted.is_some() {
-                // The workers stop as they would on Ctrl-C; the load's results stand.
-                stop.store(true, std::sync::atomic::Ordering::Relaxed);
-            }
-        }
-        if now.duration_since(last_update) >= Duration::from_millis(500) {
-            progress.update(
-                now - start,
-                sum(|l| l.responses.load(std::sync::atomic::Ordering::Relaxed)),
-                sum(|l| l.errors.load(std::sync::atomic::Ordering::Relaxed)),
-            );
-            last_update = now;
-        }
-    }
-
-    let mut merged = ThreadStats::new(timeout * 2 + Duration::from_secs(1), request.endpoints);
-    let mut cpus = Vec::with_capacity(threads);
-    let mut end = start;
-    for h in handles {
-        let te = h
-            .join()
-            .map_err(|_| anyhow::anyhow!("a worker thread panicked"))?
-            .context("worker event loop failed")?;
-        merged.merge(&te.stats);
-        cpus.push(te.cpu);
-        end = end.max(te.ended);
-    }
-    let elapsed = end.duration_since(start);
-    // Rate stages end when the schedule's last request is answered, a moment before
-    // the deadline: the window is still the whole schedule (unless the run was stopped).
-    let scheduled_out =
-        stages::rate_stages(spec).is_some() && !stop.load(std::sync::atomic::Ordering::Relaxed);
-    let duration_s = match deadline {
-        Some(d) if scheduled_out => d.duration_since(start).as_secs_f64(),
-        // The window is the requested one: workers stop at the deadline, in-flight
-        // requests are abandoned (as wrk does).
-        Some(d) => d.duration_since(start).min(elapsed).as_secs_f64().max(1e-9),
-        None => elapsed.as_secs_f64().max(1e-9),
+    let gathered = Gathered {
+        handles,
+        ticks: rx,
+        spares,
+        live,
+        start,
+        deadline,
+        timeout,
+        endpoints: request.endpoints,
+        stop: stop.clone(),
     };
-    let (seconds, slices, per_thread_rates) = timeline.finish(duration_s);
-    let iowait_cpus = merged.iowait_cpu_list();
-    let mut results = results_from(spec, target, merged, duration_s, seconds, &per_thread_rates);
-    if let Some(st) = &spec.stages {
-        results.stages = stages::results(st, &slices, &results.timeline, duration_s);
-    }
-    results.aborted = aborted;
-    results.slices = slices;
-    results.iowait_cpus = iowait_cpus;
+    let (mut results, cpus) = gathered.finish(spec, target, progress)?;
     if io.uring {
         results.io = "io_uring".into();
     }
@@ -365,6 +312,116 @@ fn run_with<T: Transport + 'static>(
         results,
         client: client_check(cpus, quota_over(quota)),
     })
+}
+
+/// Worker threads started, with what the engine reads from them while they run.
+struct Gathered {
+    handles: Vec<std::thread::JoinHandle<std::io::Result<ThreadEnd>>>,
+    ticks: mpsc::Receiver<Tick>,
+    spares: Vec<mpsc::Sender<hdrhistogram::Histogram<u64>>>,
+    live: Vec<Arc<worker::LiveCount>>,
+    start: Instant,
+    deadline: Option<Instant>,
+    timeout: Duration,
+    endpoints: usize,
+    /// The workers' stop flag, raised by `--abort-if-behind` (as on Ctrl-C).
+    stop: Arc<std::sync::atomic::AtomicBool>,
+}
+
+impl Gathered {
+    /// Gathers the workers' ticks into the timeline (reporting progress) until every
+    /// worker has stopped, then merges their counts into the load's results; also
+    /// returns each thread's CPU.
+    fn finish(
+        self,
+        spec: &Spec,
+        target: &Target,
+        progress: &mut dyn Progress,
+    ) -> anyhow::Result<(LoadResults, Vec<ThreadCpu>)> {
+        let Gathered {
+            handles,
+            ticks: rx,
+            spares,
+            live,
+            start,
+            deadline,
+            timeout,
+            endpoints,
+            stop,
+        } = self;
+        let threads = handles.len();
+        let mut timeline = TimelineBuilder::new(timeout * 2 + Duration::from_secs(1), threads);
+        let mut last_update = start;
+        let mut behind = stages::Behind::new(spec);
+        let mut aborted = None;
+        loop {
+            match rx.recv_timeout(Duration::from_millis(100)) {
+                Ok(t) => {
+                    let thread = t.thread;
+                    let spare = timeline.add(t);
+                    // A worker that has stopped no longer takes spares.
+                    let _ = spares[thread].send(spare);
+                }
+                Err(RecvTimeoutError::Timeout) => {}
+                Err(RecvTimeoutError::Disconnected) => break,
+            }
+            let now = Instant::now();
+            let sum = |f: fn(&worker::LiveCount) -> u64| live.iter().map(|l| f(l)).sum::<u64>();
+            if let (Some(b), None) = (behind.as_mut(), &aborted) {
+                let done = sum(|l| l.responses.load(std::sync::atomic::Ordering::Relaxed))
+                    + sum(|l| l.errors.load(std::sync::atomic::Ordering::Relaxed));
+                aborted = b.check(now - start, done);
+                if aborted.is_some() {
+                    // The workers stop as they would on Ctrl-C; the load's results stand.
+                    stop.store(true, std::sync::atomic::Ordering::Relaxed);
+                }
+            }
+            if now.duration_since(last_update) >= Duration::from_millis(500) {
+                progress.update(
+                    now - start,
+                    sum(|l| l.responses.load(std::sync::atomic::Ordering::Relaxed)),
+                    sum(|l| l.errors.load(std::sync::atomic::Ordering::Relaxed)),
+                );
+                last_update = now;
+            }
+        }
+
+        let mut merged = ThreadStats::new(timeout * 2 + Duration::from_secs(1), endpoints);
+        let mut cpus = Vec::with_capacity(threads);
+        let mut end = start;
+        for h in handles {
+            let te = h
+                .join()
+                .map_err(|_| anyhow::anyhow!("a worker thread panicked"))?
+                .context("worker event loop failed")?;
+            merged.merge(&te.stats);
+            cpus.push(te.cpu);
+            end = end.max(te.ended);
+        }
+        let elapsed = end.duration_since(start);
+        // Rate stages end when the schedule's last request is answered, a moment before
+        // the deadline: the window is still the whole schedule (unless the run was stopped).
+        let scheduled_out =
+            stages::rate_stages(spec).is_some() && !stop.load(std::sync::atomic::Ordering::Relaxed);
+        let duration_s = match deadline {
+            Some(d) if scheduled_out => d.duration_since(start).as_secs_f64(),
+            // The window is the requested one: workers stop at the deadline, in-flight
+            // requests are abandoned (as wrk does).
+            Some(d) => d.duration_since(start).min(elapsed).as_secs_f64().max(1e-9),
+            None => elapsed.as_secs_f64().max(1e-9),
+        };
+        let (seconds, slices, per_thread_rates) = timeline.finish(duration_s);
+        let iowait_cpus = merged.iowait_cpu_list();
+        let mut results =
+            results_from(spec, target, merged, duration_s, seconds, &per_thread_rates);
+        if let Some(st) = &spec.stages {
+            results.stages = stages::results(st, &slices, &results.timeline, duration_s);
+        }
+        results.aborted = aborted;
+        results.slices = slices;
+        results.iowait_cpus = iowait_cpus;
+        Ok((results, cpus))
+    }
 }
 
 fn results_from(
@@ -459,6 +516,7 @@ fn results_from(
         slices: Vec::new(),
         stages: Vec::new(),
         aborted: None,
+        quic: None,
     }
 }
 

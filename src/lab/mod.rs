@@ -3,6 +3,7 @@
 //! the server's processes watched; `--fix` rebuilds the world with the fix and shows
 //! before/after. It is the demo and the integration test suite of the diagnosis.
 
+pub mod caddy;
 pub mod jvm;
 pub mod other_servers;
 pub mod path_scenarios;

@@ -20,6 +20,8 @@ use std::time::{Duration, Instant};
 use super::servers::{self, children, nginx_conf, php_fpm_binary, php_fpm_conf};
 use super::world::{in_netns, World};
 
+pub use super::caddy::{Caddy, CaddyLine};
+
 /// The access-log format [`Nginx::log`] parses: status, bytes sent (headers + body),
 /// connection serial number, requests served on that connection so far, `OK` if the
 /// request completed (else empty), the protocol (`HTTP/1.1`, `HTTP/2.0`), the
@@ -28,7 +30,7 @@ pub const LOG_FORMAT: &str =
     "$status $bytes_sent $connection $connection_requests $request_completion $server_protocol $request_length";
 
 /// How long a server is given to start, or to finish with its connections.
-const READY: Duration = Duration::from_secs(10);
+pub(super) const READY: Duration = Duration::from_secs(10);
 
 /// A running nginx (from Debian) with a generated config in a temp dir, stopped (with
 /// its workers) when dropped. The docroot holds `1k.txt` (1024 bytes of text) and
@@ -296,7 +298,7 @@ impl Drop for Nginx {
 
 /// The test docroot: `1k.txt` (1024 bytes of a-z), `91k.bin`; readable by the workers,
 /// which run as `nobody` when the master is root.
-fn write_docroot(root: &Path) {
+pub(super) fn write_docroot(root: &Path) {
     set_mode(root, 0o755);
     let html = root.join("html");
     std::fs::create_dir_all(root.join("tmp")).expect("cannot make tmp/");

@@ -41,9 +41,14 @@ pub fn render(run: &Run, latency: bool) -> String {
         } + &match s.rate {
             Some(r) => format!(", {r:.0} requests/s scheduled"),
             None => String::new(),
-        } + &if r.protocol == "h2" {
+        } + &if r.protocol == "h2" || r.protocol == "h3" {
             format!(
-                ", HTTP/2 with {} stream{} per connection",
+                ", {} with {} stream{} per connection",
+                if r.protocol == "h2" {
+                    "HTTP/2"
+                } else {
+                    "HTTP/3 over QUIC"
+                },
                 r.streams_per_connection,
                 plural(r.streams_per_connection as u64)
             )
@@ -91,6 +96,9 @@ pub fn render(run: &Run, latency: bool) -> String {
         fmt_bytes(r.bytes_read as f64)
     );
     if let Some(line) = phase_line(r) {
+        let _ = writeln!(o, "{line}");
+    }
+    if let Some(line) = quic_line(r) {
         let _ = writeln!(o, "{line}");
     }
     if r.in_flight_at_end > 0 {
@@ -342,7 +350,10 @@ pub fn phase_line(r: &crate::run::LoadResults) -> Option<String> {
     let mut any = false;
     let named = [
         ("connect", Some(&p.connect)),
-        ("tls", p.tls_handshake.as_ref()),
+        (
+            if r.quic.is_some() { "handshake" } else { "tls" },
+            p.tls_handshake.as_ref(),
+        ),
         ("ttfb", Some(&p.ttfb)),
         ("body", Some(&p.body)),
         ("held", p.held.as_ref()),
@@ -356,6 +367,23 @@ pub fn phase_line(r: &crate::run::LoadResults) -> Option<String> {
         let _ = write!(line, "  {name} {}/{}", at(50.0), at(99.0));
     }
     any.then_some(line)
+}
+
+/// HTTP/3: what the QUIC stack counted, e.g. `  QUIC  packets 4,210 sent, 0 lost
+/// (0.00%)  RTT p50 180us  datagrams 4,210 in 2,105 send calls`.
+fn quic_line(r: &crate::run::LoadResults) -> Option<String> {
+    let q = r.quic.as_ref()?;
+    let lost_pct = q.packets_lost as f64 * 100.0 / q.packets_sent.max(1) as f64;
+    Some(format!(
+        "  QUIC  packets {} sent, {} lost ({lost_pct:.2}%)  RTT p50 {}  datagrams {} in {} send calls, {} in {} receive calls",
+        q.packets_sent,
+        q.packets_lost,
+        short_us(q.rtt.at(50.0).unwrap_or(0)),
+        q.datagrams_sent,
+        q.send_calls,
+        q.datagrams_received,
+        q.receive_calls,
+    ))
 }
 
 /// A phase time in few characters: `41us`, `1.2ms`, `2.31s`.

@@ -50,7 +50,7 @@ pub struct LoadResults {
     /// requests sent still holds), and the connection is reopened (its framing is lost).
     #[serde(default)]
     pub unsolicited: u64,
-    /// The protocol the requests were sent with: `http/1.1` or `h2`.
+    /// The protocol the requests were sent with: `http/1.1`, `h2` or `h3`.
     #[serde(default = "http1")]
     pub protocol: String,
     /// The workers' socket I/O: `io_uring` or `epoll`.
@@ -108,6 +108,35 @@ pub struct LoadResults {
     /// schedule; absent when it ran its course.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub aborted: Option<super::stages::Abort>,
+    /// HTTP/3 (`--h3`): what the QUIC stack counted over the run's connections
+    /// (absent for TCP runs).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub quic: Option<QuicStats>,
+}
+
+/// What the client's QUIC stack (quinn) counted over all of a run's QUIC connections:
+/// each connection's counters added when it closed (or when the run ended).
+#[derive(Debug, Clone, Serialize, Deserialize, schemars::JsonSchema)]
+pub struct QuicStats {
+    /// QUIC packets the client sent (a UDP datagram may carry several).
+    pub packets_sent: u64,
+    /// Of them, packets the client's loss detection declared lost (their frames were
+    /// sent again in new packets).
+    pub packets_lost: u64,
+    /// Bytes of the packets declared lost.
+    pub bytes_lost: u64,
+    /// Congestion events (a loss or ECN mark that cut the congestion window).
+    pub congestion_events: u64,
+    /// UDP datagrams sent and received.
+    pub datagrams_sent: u64,
+    pub datagrams_received: u64,
+    /// System calls that sent and received them: with UDP GSO and GRO (or
+    /// sendmmsg/recvmmsg) one call moves several datagrams.
+    pub send_calls: u64,
+    pub receive_calls: u64,
+    /// The round-trip time the QUIC stack measured (smoothed), one value per
+    /// connection when it closed, µs.
+    pub rtt: LatencySummary,
 }
 
 /// One 100 ms slice of the load (see [`LoadResults::slices`]).
@@ -435,6 +464,32 @@ pub const LOAD_METRICS: &[LoadMetric] = &[
         per_second: no_series,
     },
 ];
+
+impl QuicStats {
+    /// The QUIC counters of several loads (summed; RTT histograms added). `None` when
+    /// no load spoke HTTP/3.
+    pub fn merged<'a>(
+        parts: impl Iterator<Item = Option<&'a QuicStats>>,
+    ) -> anyhow::Result<Option<QuicStats>> {
+        let parts: Vec<&QuicStats> = parts.flatten().collect();
+        let Some(first) = parts.first() else {
+            return Ok(None);
+        };
+        let mut out = (*first).clone();
+        for p in &parts[1..] {
+            out.packets_sent += p.packets_sent;
+            out.packets_lost += p.packets_lost;
+            out.bytes_lost += p.bytes_lost;
+            out.congestion_events += p.congestion_events;
+            out.datagrams_sent += p.datagrams_sent;
+            out.datagrams_received += p.datagrams_received;
+            out.send_calls += p.send_calls;
+            out.receive_calls += p.receive_calls;
+        }
+        out.rtt = LatencySummary::merged(parts.iter().map(|p| &p.rtt))?;
+        Ok(Some(out))
+    }
+}
 
 #[cfg(test)]
 mod tests {

@@ -51,6 +51,7 @@ impl LoadResults {
         out.phases = Phases::merged(parts.iter().map(|p| p.phases.as_ref()))?;
         out.thread_requests_per_s = Spread::pooled(parts.iter().map(|p| &p.thread_requests_per_s));
         out.endpoints = super::endpoint::merged(parts.iter().map(|p| &p.endpoints[..]))?;
+        out.quic = super::QuicStats::merged(parts.iter().map(|p| p.quic.as_ref()))?;
         Ok(Some(out))
     }
 }

@@ -16,7 +16,9 @@ use serde_json::Value;
 
 // Each test file uses some of them.
 #[allow(unused_imports)]
-pub use loadlens::lab::testbed::{in_ns, stall_worker, LogLine, NetnsPair, Nginx, PhpFpm};
+pub use loadlens::lab::testbed::{
+    in_ns, stall_worker, Caddy, CaddyLine, LogLine, NetnsPair, Nginx, PhpFpm,
+};
 
 /// The loadlens binary under test.
 pub fn loadlens() -> Command {

@@ -82,6 +82,9 @@ pub(super) fn segment_args(
     if a.load.h2 {
         v.push("--h2".into());
     }
+    if a.load.h3 {
+        v.push("--h3".into());
+    }
     v.extend([
         "--max-concurrent-streams".into(),
         a.load.max_concurrent_streams.to_string(),

@@ -224,6 +224,9 @@ pub(super) const LINED_UP: &str = "of them inside a blocked wait of a worker";
 /// Share of the load's slices without a response from which the gaps are the finding:
 /// a server that answers nobody for a twentieth of the run in whole 100 ms slices.
 const GAP_SHARE: f64 = 0.05;
+/// A server process's wait for a CPU (ms per second of the run) from which empty
+/// slices may be the machine's, not the server's: run-queue-delay's bar.
+const STARVED_MS_PER_S: f64 = 100.0;
 /// Responses in a typical slice for an empty one to mean something: at 20 a slice, a
 /// slice without any by chance is as likely as e⁻²⁰.
 const GAP_MIN_TYPICAL: u64 = 20;
@@ -332,6 +335,26 @@ pub(super) fn server_stalled(c: &Ctx) -> Option<Finding> {
         gaps.len(),
         r.latency.mean_us / 1e3
     );
+    // No blocked wait lines up, and a server process waited for a CPU as long as
+    // run-queue-delay's bar: a busy machine may have emptied those slices (the server
+    // runnable but not running), which is no stall of the server's own. Told, not named
+    // the bottleneck.
+    let starved = c
+        .procs()
+        .iter()
+        .filter_map(|p| p.run_delay_ms_per_s)
+        .fold(0.0, f64::max);
+    if lined.is_none() && starved >= STARVED_MS_PER_S {
+        f.kind = Kind::Warning;
+        f.evidence.push(fact(
+            "server process waiting for a CPU (most)",
+            starved,
+            "ms/s",
+        ));
+        f.explanation.push_str(&format!(
+            " A server process waited {starved:.0} ms/s for a CPU: other work on this machine may have held it off the CPUs in those slices, so they are not counted as a stall of the server."
+        ));
+    }
     f.fix = match &lined {
         Some((top, _)) => fix_for(c, top),
         None => "find what stops the server's workers: the off-CPU watch (default; needs read access to /proc/PID/task/*/syscall), `strace -T -p PID`, or `loadlens run --profile` for the stacks".into(),
@@ -411,5 +434,27 @@ mod tests {
             s.responses = s.responses.min(10);
         }
         assert!(!fires(&slow, "server-stalled"));
+        // The same gaps, a server process waiting for a CPU at run-queue-delay's bar
+        // (a starved machine: CI, the thread pool's JVM beside other builds): told,
+        // not the bottleneck; just under the bar, still the bottleneck.
+        let kind = |delay: f64| {
+            let mut starved = blind.clone();
+            for p in starved
+                .evidence
+                .as_mut()
+                .unwrap()
+                .window
+                .processes
+                .iter_mut()
+            {
+                p.run_delay_ms_per_s = Some(delay);
+            }
+            crate::diagnose::diagnose(&starved)
+                .into_iter()
+                .find(|f| f.id == "server-stalled")
+                .map(|f| f.kind)
+        };
+        assert_eq!(kind(100.0), Some(crate::run::Kind::Warning));
+        assert_eq!(kind(90.0), Some(crate::run::Kind::Bottleneck));
     }
 }

@@ -1,0 +1,575 @@
+//! HTTP/3 over QUIC (`--h3`): each worker thread runs a current-thread tokio runtime
+//! with one quinn endpoint (one UDP socket; quinn-udp sends with GSO and receives with
+//! GRO where the kernel offers them) carrying its share of the connections, each with up
+//! to `--max-concurrent-streams` requests in flight, every stream a task that sends its
+//! request, reads the response and records it.
+//!
+//! DESIGN: QUIC is a protocol stack (loss recovery, congestion control, packet
+//! protection, stream flow control) far larger than HTTP/2's framing, and quinn is the
+//! maintained one in Rust on the rustls and ring the TCP engine already uses: the TLS
+//! configuration is the same (`transport::TlsConfig`, with ALPN `h3`). The engine's
+//! bookkeeping is shared with the TCP loops: the `-n` budget and its ordinals (a
+//! `--targets` mix picks each request's target by them), the per-thread `ThreadStats`
+//! and HdrHistograms on the same `Instant` clock, the 100 ms ticks of the timeline, and
+//! the workers gathered by `Gathered::finish`. A request is counted once: as a
+//! response, as an error of its class, or as in flight when the run ended.
+
+use std::cell::{Cell, RefCell};
+use std::net::SocketAddr;
+use std::rc::Rc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::mpsc::{self, Receiver, Sender};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use anyhow::Context;
+use bytes::{Buf, Bytes};
+use hdrhistogram::Histogram;
+
+mod quic;
+mod setup;
+
+use super::stats::{latency_histogram, us_between, ErrorKind, ThreadStats, Tick};
+use super::worker::{slice_of, Budget, LiveCount, TICK, UNCOUNTED};
+use super::{client_check, quota_before, quota_over, Gathered, Outcome, Progress, ThreadEnd};
+use crate::spec::{Requests, Spec, Target};
+use crate::sys::thread_cpu::ThreadCpuSample;
+use quic::QuicSum;
+use setup::{build_requests, client_config, endpoint_for, probe, H3Request};
+
+/// A connection whose handshake failed waits this long before trying again.
+const RETRY_AFTER: Duration = Duration::from_millis(20);
+/// How often the stop flag and the deadline are checked.
+const WATCH: Duration = Duration::from_millis(10);
+/// H3_NO_ERROR: the code a connection is closed with when its requests are done.
+pub(super) const H3_NO_ERROR: u32 = 0x100;
+
+/// Runs the load over HTTP/3.
+pub(super) fn run(
+    spec: &Spec,
+    target: &Target,
+    addr: SocketAddr,
+    body: &[u8],
+    stop: Arc<AtomicBool>,
+    progress: &mut dyn Progress,
+) -> anyhow::Result<Outcome> {
+    let requests = Arc::new(build_requests(spec, target, body)?);
+    let cfg = client_config(spec, target)?;
+    let timeout = spec.timeout();
+    probe(&cfg, addr, &target.host, timeout)?;
+    // The order table (which target each request is) and the endpoints' numbering, as
+    // the TCP loops use them; the HTTP/1.1 bytes themselves are not sent.
+    let order = Arc::new(Requests::build(spec, target, &[]));
+    let streams = spec.max_concurrent_streams;
+    let budget = Arc::new(Budget::new(spec.requests));
+    let threads = spec.threads as usize;
+    let max = timeout * 2 + Duration::from_secs(1);
+    let (tx, rx) = mpsc::channel::<Tick>();
+    let quic = Arc::new(Mutex::new(QuicSum::default()));
+    let quota = quota_before();
+    let start = Instant::now();
+    let deadline = spec.duration_s.map(|d| start + Duration::from_secs_f64(d));
+
+    let mut handles = Vec::with_capacity(threads);
+    let live: Vec<Arc<LiveCount>> = (0..threads).map(|_| Arc::default()).collect();
+    let mut spares = Vec::with_capacity(threads);
+    for (id, live) in live.iter().enumerate() {
+        let share = spec.connections as usize / threads
+            + usize::from(id < spec.connections as usize % threads);
+        let (give, take) = mpsc::channel();
+        spares.push(give);
+        let w = H3Worker {
+            id,
+            connections: share,
+            addr,
+            host: target.host.clone(),
+            cfg: cfg.clone(),
+            requests: requests.clone(),
+            order: order.clone(),
+            streams,
+            connreqs: spec.connreqs,
+            timeout,
+            start,
+            deadline,
+            budget: budget.clone(),
+            stop: stop.clone(),
+            ticks: tx.clone(),
+            spares: take,
+            live: live.clone(),
+            quic: quic.clone(),
+        };
+        let h = std::thread::Builder::new()
+            .name(format!("loadlens-w{id}"))
+            .spawn(move || -> std::io::Result<ThreadEnd> {
+                let before = ThreadCpuSample::now();
+                let stats = w.run()?;
+                let ended = Instant::now();
+                let cpu = ThreadCpuSample::now().since(&before, ended - start);
+                Ok(ThreadEnd { stats, cpu, ended })
+            })
+            .context("cannot start a worker thread")?;
+        handles.push(h);
+    }
+    drop(tx);
+    let gathered = Gathered {
+        handles,
+        ticks: rx,
+        spares,
+        live,
+        start,
+        deadline,
+        timeout,
+        endpoints: order.endpoints,
+        stop: stop.clone(),
+    };
+    let (mut results, cpus) = gathered.finish(spec, target, progress)?;
+    results.protocol = "h3".into();
+    results.streams_per_connection = streams;
+    let sum = std::mem::take(&mut *quic.lock().expect("no worker panicked"));
+    results.quic = Some(sum.into_stats(max));
+    if let Some(p) = results.phases.as_mut() {
+        // QUIC has no TCP connect: its handshake (TLS 1.3 inside QUIC) is the set-up.
+        p.tls_handshake = Some(results.connect_time.clone());
+    }
+    Ok(Outcome {
+        results,
+        client: client_check(cpus, quota_over(quota)),
+    })
+}
+
+/// Everything an HTTP/3 worker thread needs, moved into it.
+struct H3Worker {
+    id: usize,
+    connections: usize,
+    addr: SocketAddr,
+    host: String,
+    cfg: quinn::ClientConfig,
+    requests: Arc<Vec<H3Request>>,
+    order: Arc<Requests>,
+    streams: u32,
+    connreqs: Option<u32>,
+    timeout: Duration,
+    start: Instant,
+    deadline: Option<Instant>,
+    budget: Arc<Budget>,
+    stop: Arc<AtomicBool>,
+    ticks: Sender<Tick>,
+    spares: Receiver<Histogram<u64>>,
+    live: Arc<LiveCount>,
+    quic: Arc<Mutex<QuicSum>>,
+}
+
+/// A worker's counts, shared by its tasks (all on its one thread).
+struct Counts {
+    stats: ThreadStats,
+    interval: Histogram<u64>,
+    interval_responses: u64,
+    interval_errors: u64,
+    interval_bytes: u64,
+    /// Requests sent and not yet answered or failed.
+    in_flight: u64,
+    quic: QuicSum,
+}
+
+/// A worker's state, shared by its tasks.
+struct Ctx {
+    w: H3Worker,
+    c: RefCell<Counts>,
+    /// The connections open now, by slot, so their QUIC counters are read when the run
+    /// ends with them open.
+    open: RefCell<Vec<Option<quinn::Connection>>>,
+    max: Duration,
+}
+
+/// One open connection's state, shared by its stream tasks.
+struct Open {
+    send: h3::client::SendRequest<h3_quinn::OpenStreams, Bytes>,
+    /// Requests this connection may still send (`--connreqs`).
+    left: Cell<u64>,
+    /// Budget claims held for this connection: the one claimed before connecting, and
+    /// any whose request could not be sent on the slot's previous connection.
+    held: RefCell<Vec<u64>>,
+    /// Without `-n`: the slot's own count, which walks a mix's order.
+    seq: Cell<u64>,
+    quic: quinn::Connection,
+}
+
+/// How a request ended, when it did not end with a response.
+enum Failed {
+    /// The request was not sent (the connection was closing): send it on the next one.
+    NotSent,
+    /// It failed with this class; `true` when the connection is gone with it.
+    Error(ErrorKind, bool),
+}
+
+impl H3Worker {
+    fn run(self) -> std::io::Result<ThreadStats> {
+        let rt = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()?;
+        let local = tokio::task::LocalSet::new();
+        let max = self.timeout * 2 + Duration::from_secs(1);
+        let endpoints = self.order.endpoints;
+        let slots = self.connections;
+        let ctx = Rc::new(Ctx {
+            c: RefCell::new(Counts {
+                stats: ThreadStats::new(max, endpoints),
+                interval: latency_histogram(max),
+                interval_responses: 0,
+                interval_errors: 0,
+                interval_bytes: 0,
+                in_flight: 0,
+                quic: QuicSum::default(),
+            }),
+            open: RefCell::new(vec![None; slots]),
+            w: self,
+            max,
+        });
+        let endpoint = rt.block_on(async { endpoint_for(ctx.w.addr) })?;
+        let next_tick = local.block_on(&rt, {
+            let ctx = ctx.clone();
+            let endpoint = endpoint.clone();
+            async move {
+                let all = {
+                    let ctx = ctx.clone();
+                    async move {
+                        let tasks: Vec<_> = (0..slots)
+                            .map(|i| {
+                                tokio::task::spawn_local(slot(ctx.clone(), endpoint.clone(), i))
+                            })
+                            .collect();
+                        for t in tasks {
+                            let _ = t.await;
+                        }
+                    }
+                };
+                let ticker = ticker(ctx.clone());
+                tokio::pin!(all);
+                tokio::pin!(ticker);
+                tokio::select! {
+                    _ = &mut all => next_tick_after(ctx.w.start, Instant::now()),
+                    t = &mut ticker => t,
+                }
+            }
+        });
+        // The connections still open when the run ended: their counters, then a close
+        // the server sees at once.
+        for conn in ctx.open.borrow_mut().iter_mut().filter_map(Option::take) {
+            conn.close(H3_NO_ERROR.into(), b"");
+            ctx.c.borrow_mut().quic.add(&conn.stats(), ctx.max);
+        }
+        rt.block_on(async {
+            let _ = tokio::time::timeout(Duration::from_millis(100), endpoint.wait_idle()).await;
+        });
+        {
+            // The tasks left (requests in flight at the deadline) are dropped unfinished.
+            let _in_runtime = rt.enter();
+            drop(local);
+        }
+        drop(endpoint);
+        drop(rt);
+        let ctx = Rc::try_unwrap(ctx).ok().expect("the tasks have ended");
+        let mut c = ctx.c.into_inner();
+        // Requests on the wire when time ran out: accounted, neither response nor error.
+        c.stats.in_flight = c.in_flight;
+        ctx.w
+            .quic
+            .lock()
+            .expect("no worker panicked")
+            .merge(std::mem::take(&mut c.quic));
+        tick(&ctx.w, &mut c, slice_of(ctx.w.start, next_tick), true);
+        Ok(c.stats)
+    }
+}
+
+/// The end of the 100 ms slice `now` falls in.
+fn next_tick_after(start: Instant, now: Instant) -> Instant {
+    let n = now.saturating_duration_since(start).as_nanos() / TICK.as_nanos() + 1;
+    start + TICK * n as u32
+}
+
+/// Sends the interval that began in `slice` to the engine.
+fn tick(w: &H3Worker, c: &mut Counts, slice: u64, last: bool) {
+    let fresh = match w.spares.try_recv() {
+        Ok(h) => h,
+        Err(_) => Histogram::new_from(&c.interval),
+    };
+    let _ = w.ticks.send(Tick {
+        thread: w.id,
+        slice,
+        responses: c.interval_responses,
+        errors: c.interval_errors,
+        bytes_read: c.interval_bytes,
+        latency: std::mem::replace(&mut c.interval, fresh),
+        last,
+    });
+    c.interval_responses = 0;
+    c.interval_errors = 0;
+    c.interval_bytes = 0;
+}
+
+/// The timeline's ticks and the live counts, until the deadline or the stop flag ends
+/// the run; returns the end of the slice then under way.
+async fn ticker(ctx: Rc<Ctx>) -> Instant {
+    let w = &ctx.w;
+    let mut next_tick = w.start + TICK;
+    loop {
+        let now = Instant::now();
+        if w.stop.load(Ordering::Relaxed) || w.deadline.is_some_and(|d| now >= d) {
+            return next_tick;
+        }
+        if now >= next_tick {
+            let mut c = ctx.c.borrow_mut();
+            tick(w, &mut c, slice_of(w.start, next_tick), false);
+            while next_tick <= now {
+                next_tick += TICK;
+            }
+        }
+        {
+            let c = ctx.c.borrow();
+            w.live.responses.store(c.stats.responses, Ordering::Relaxed);
+            w.live
+                .errors
+                .store(c.stats.error_total(), Ordering::Relaxed);
+        }
+        let mut wake = next_tick.min(now + WATCH);
+        if let Some(d) = w.deadline {
+            wake = wake.min(d);
+        }
+        tokio::time::sleep_until(wake.into()).await;
+    }
+}
+
+/// One connection slot: a QUIC connection at a time, replaced when it has sent its
+/// `--connreqs` or failed, until the budget is spent.
+async fn slot(ctx: Rc<Ctx>, endpoint: quinn::Endpoint, i: usize) {
+    let w = &ctx.w;
+    let mut carried: Vec<u64> = Vec::new();
+    let mut seq = (w.id as u64) << 32 | (i as u64 * 7919);
+    loop {
+        // A claim before connecting: no connection is opened that could never send.
+        let first = match carried.pop() {
+            Some(o) => o,
+            None => match w.budget.claim() {
+                Some(o) => o,
+                None => return,
+            },
+        };
+        let began = Instant::now();
+        let conn = match connect(&ctx, &endpoint).await {
+            Ok(c) => c,
+            Err(errno) => {
+                // The request it was opened for is spent as a connect error.
+                ctx.c.borrow_mut().connect_failed(errno);
+                tokio::time::sleep(RETRY_AFTER).await;
+                continue;
+            }
+        };
+        let (mut driver, send) =
+            match h3::client::new(h3_quinn::Connection::new(conn.clone())).await {
+                Ok(x) => x,
+                Err(_) => {
+                    ctx.c.borrow_mut().connect_failed(libc::EPROTO);
+                    ctx.c.borrow_mut().quic.add(&conn.stats(), ctx.max);
+                    tokio::time::sleep(RETRY_AFTER).await;
+                    continue;
+                }
+            };
+        {
+            let mut c = ctx.c.borrow_mut();
+            c.stats.connections += 1;
+            let us = us_between(began, Instant::now()).max(1);
+            c.stats.connect_time.saturating_record(us);
+        }
+        ctx.open.borrow_mut()[i] = Some(conn.clone());
+        let drive = tokio::task::spawn_local(async move {
+            std::future::poll_fn(|cx| driver.poll_close(cx)).await;
+        });
+        let mut held = carried.split_off(0);
+        held.push(first);
+        let open = Rc::new(Open {
+            send,
+            left: Cell::new(w.connreqs.map_or(u64::MAX, u64::from)),
+            held: RefCell::new(held),
+            seq: Cell::new(seq),
+            quic: conn.clone(),
+        });
+        let tasks: Vec<_> = (0..w.streams)
+            .map(|_| tokio::task::spawn_local(stream(ctx.clone(), open.clone())))
+            .collect();
+        for t in tasks {
+            if let Ok(mut unsent) = t.await {
+                carried.append(&mut unsent);
+            }
+        }
+        carried.append(&mut open.held.borrow_mut());
+        seq = open.seq.get();
+        conn.close(H3_NO_ERROR.into(), b"");
+        drive.abort();
+        ctx.open.borrow_mut()[i] = None;
+        ctx.c.borrow_mut().quic.add(&conn.stats(), ctx.max);
+    }
+}
+
+/// A QUIC handshake within the timeout; Err(errno) when it failed.
+async fn connect(ctx: &Ctx, endpoint: &quinn::Endpoint) -> Result<quinn::Connection, i32> {
+    let w = &ctx.w;
+    let connecting = endpoint
+        .connect_with(w.cfg.clone(), w.addr, &w.host)
+        .map_err(|_| libc::EINVAL)?;
+    match tokio::time::timeout(w.timeout, connecting).await {
+        Err(_) => Err(libc::ETIMEDOUT),
+        Ok(Err(quinn::ConnectionError::TimedOut)) => Err(libc::ETIMEDOUT),
+        Ok(Err(quinn::ConnectionError::ConnectionClosed(_))) => Err(libc::ECONNREFUSED),
+        Ok(Err(quinn::ConnectionError::Reset)) => Err(libc::ECONNRESET),
+        Ok(Err(_)) => Err(libc::EPROTO),
+        Ok(Ok(c)) => Ok(c),
+    }
+}
+
+/// One stream slot of a connection: a request at a time until the connection's
+/// `--connreqs` or the budget is spent, or the connection fails. Returns the claims of
+/// requests it could not send.
+async fn stream(ctx: Rc<Ctx>, open: Rc<Open>) -> Vec<u64> {
+    let w = &ctx.w;
+    loop {
+        if open.left.get() == 0 {
+            return Vec::new();
+        }
+        let claimed = open.held.borrow_mut().pop();
+        let ordinal = match claimed {
+            Some(o) => o,
+            None => match w.budget.claim() {
+                Some(o) => o,
+                None => return Vec::new(),
+            },
+        };
+        open.left.set(open.left.get() - 1);
+        let t = pick(&w.order, ordinal, &open.seq);
+        let began = Instant::now();
+        ctx.c.borrow_mut().in_flight += 1;
+        let outcome = tokio::time::timeout(w.timeout, exchange(&ctx, &open, t)).await;
+        let mut c = ctx.c.borrow_mut();
+        c.in_flight -= 1;
+        let e = w.order.endpoint[t as usize];
+        match outcome {
+            Ok(Ok(done)) => c.record(e, began, &done),
+            Ok(Err(Failed::NotSent)) => return vec![ordinal],
+            Ok(Err(Failed::Error(kind, gone))) => {
+                c.failed(e, kind);
+                if gone {
+                    return Vec::new();
+                }
+            }
+            Err(_) => {
+                // The stream is reset as the future is dropped; the connection goes on
+                // only if it still answers: close it, as the TCP loops replace theirs.
+                c.failed(e, ErrorKind::Timeout);
+                open.quic.close(H3_NO_ERROR.into(), b"timeout");
+                return Vec::new();
+            }
+        }
+    }
+}
+
+/// The target of a request: by its `-n` ordinal, else by the slot's own count.
+fn pick(order: &Requests, ordinal: u64, seq: &Cell<u64>) -> u32 {
+    if order.order.len() == 1 {
+        return order.order[0];
+    }
+    let n = if ordinal == UNCOUNTED {
+        seq.set(seq.get().wrapping_add(1));
+        seq.get()
+    } else {
+        ordinal
+    };
+    order.pick(n)
+}
+
+/// A response read whole.
+struct Done {
+    status: u16,
+    first: Instant,
+    end: Instant,
+    bytes: u64,
+}
+
+/// Sends request `t` on a new stream of `open` and reads its response.
+async fn exchange(ctx: &Ctx, open: &Open, t: u32) -> Result<Done, Failed> {
+    let req = &ctx.w.requests[t as usize];
+    let mut sending = open.send.clone();
+    let mut s = match sending.send_request(req.head()).await {
+        Ok(s) => s,
+        Err(h3::error::StreamError::RemoteClosing { .. }) => {
+            // GOAWAY: the server will not take this request; the next connection will.
+            ctx.c.borrow_mut().stats.goaway += 1;
+            return Err(Failed::NotSent);
+        }
+        Err(e) if e.is_h3_no_error() || open.quic.close_reason().is_some() => {
+            return Err(Failed::NotSent)
+        }
+        Err(e) => return Err(class(&e)),
+    };
+    if !req.body.is_empty() {
+        s.send_data(req.body.clone()).await.map_err(|e| class(&e))?;
+    }
+    s.finish().await.map_err(|e| class(&e))?;
+    let resp = s.recv_response().await.map_err(|e| class(&e))?;
+    let first = Instant::now();
+    let mut bytes: u64 = resp
+        .headers()
+        .iter()
+        .map(|(n, v)| (n.as_str().len() + v.len()) as u64)
+        .sum();
+    while let Some(chunk) = s.recv_data().await.map_err(|e| class(&e))? {
+        bytes += chunk.remaining() as u64;
+    }
+    Ok(Done {
+        status: resp.status().as_u16(),
+        first,
+        end: Instant::now(),
+        bytes,
+    })
+}
+
+/// The error class of a failed stream; whether the connection went with it.
+fn class(e: &h3::error::StreamError) -> Failed {
+    match e {
+        h3::error::StreamError::RemoteTerminate { .. } => Failed::Error(ErrorKind::Reset, false),
+        h3::error::StreamError::ConnectionError { .. } => Failed::Error(ErrorKind::Read, true),
+        _ => Failed::Error(ErrorKind::Parse, false),
+    }
+}
+
+impl Counts {
+    fn record(&mut self, endpoint: u16, began: Instant, d: &Done) {
+        let us = us_between(began, d.end).max(1);
+        self.stats.latency.saturating_record(us);
+        self.interval.saturating_record(us);
+        self.stats
+            .phases
+            .ttfb
+            .saturating_record(us_between(began, d.first));
+        self.stats
+            .phases
+            .body
+            .saturating_record(us_between(d.first, d.end));
+        self.stats.responses += 1;
+        self.interval_responses += 1;
+        self.stats.bytes_read += d.bytes;
+        self.interval_bytes += d.bytes;
+        self.stats.status(d.status);
+        self.stats.endpoint_response(endpoint, d.status, us);
+    }
+
+    fn failed(&mut self, endpoint: u16, kind: ErrorKind) {
+        self.stats.errors[kind as usize] += 1;
+        self.interval_errors += 1;
+        self.stats.endpoint_error(endpoint);
+    }
+
+    fn connect_failed(&mut self, errno: i32) {
+        self.stats.connect_error(errno);
+        self.interval_errors += 1;
+    }
+}

@@ -1,0 +1,180 @@
+//! What an HTTP/3 run sets up before its load: the requests as the `http` types h3
+//! takes, the QUIC client configuration (the TCP engine's rustls configuration with
+//! ALPN `h3`), a worker's endpoint, and the one handshake that checks the server first.
+
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::time::Duration;
+
+use anyhow::Context;
+use bytes::Bytes;
+
+use super::H3_NO_ERROR;
+use crate::engine::transport::TlsConfig;
+use crate::spec::{Spec, Target};
+
+/// One request of the run (or of each target of its mix) ready to send: its head as
+/// the `http` types h3 takes, and its body.
+pub(super) struct H3Request {
+    method: http::Method,
+    uri: http::Uri,
+    headers: http::HeaderMap,
+    pub(super) body: Bytes,
+}
+
+impl H3Request {
+    fn build(spec: &Spec, target: &Target, body: &[u8]) -> anyhow::Result<H3Request> {
+        let mut authority = target.host_header();
+        let mut headers = http::HeaderMap::new();
+        for h in &spec.headers {
+            let Some((n, v)) = h.split_once(':') else {
+                continue;
+            };
+            let name = n.trim().to_ascii_lowercase();
+            if name == "host" {
+                authority = v.trim().to_string();
+                continue;
+            }
+            // Connection-specific fields mean nothing over HTTP/3 (RFC 9114 §4.2).
+            if [
+                "connection",
+                "keep-alive",
+                "proxy-connection",
+                "transfer-encoding",
+                "upgrade",
+                "te",
+            ]
+            .contains(&name.as_str())
+            {
+                continue;
+            }
+            let name = http::HeaderName::from_bytes(name.as_bytes())
+                .with_context(|| format!("header `{h}` cannot be sent over HTTP/3"))?;
+            let value = http::HeaderValue::from_str(v.trim())
+                .with_context(|| format!("header `{h}` cannot be sent over HTTP/3"))?;
+            headers.append(name, value);
+        }
+        if !body.is_empty() && !headers.contains_key(http::header::CONTENT_LENGTH) {
+            headers.insert(http::header::CONTENT_LENGTH, body.len().into());
+        }
+        if let Some(a) = spec.authorization.as_ref() {
+            if !headers.contains_key(http::header::AUTHORIZATION) {
+                headers.insert(http::header::AUTHORIZATION, a.parse()?);
+            }
+        }
+        let uri = http::Uri::builder()
+            .scheme("https")
+            .authority(authority.as_str())
+            .path_and_query(target.path.as_str())
+            .build()
+            .with_context(|| format!("https://{authority}{} is not a valid URI", target.path))?;
+        Ok(H3Request {
+            method: http::Method::from_bytes(spec.method.as_bytes())?,
+            uri,
+            headers,
+            body: Bytes::copy_from_slice(body),
+        })
+    }
+
+    pub(super) fn head(&self) -> http::Request<()> {
+        let mut r = http::Request::new(());
+        *r.method_mut() = self.method.clone();
+        *r.uri_mut() = self.uri.clone();
+        *r.headers_mut() = self.headers.clone();
+        r
+    }
+}
+
+/// The requests of `spec` (one per target of a mix, in the order table's numbering).
+pub(super) fn build_requests(
+    spec: &Spec,
+    target: &Target,
+    body: &[u8],
+) -> anyhow::Result<Vec<H3Request>> {
+    match &spec.mix {
+        None => Ok(vec![H3Request::build(spec, target, body)?]),
+        Some(mix) => mix
+            .loaded
+            .iter()
+            .map(|t| {
+                let (s, tg) = t.apply(spec, target);
+                H3Request::build(&s, &tg, t.body)
+            })
+            .collect(),
+    }
+}
+
+/// The QUIC client configuration: the TCP engine's rustls configuration (its verifier,
+/// `--insecure`, the ring provider) offering ALPN `h3`.
+pub(super) fn client_config(spec: &Spec, target: &Target) -> anyhow::Result<quinn::ClientConfig> {
+    let tls = TlsConfig::new(&target.host, spec.insecure, &[b"h3"])?;
+    let crypto = quinn::crypto::rustls::QuicClientConfig::try_from(tls.client)
+        .map_err(|e| anyhow::anyhow!("cannot use the TLS configuration for QUIC: {e}"))?;
+    let mut cfg = quinn::ClientConfig::new(Arc::new(crypto));
+    let mut transport = quinn::TransportConfig::default();
+    // A peer silent for longer than the request timeout ends the connection (its
+    // requests are then counted as errors, never left waiting).
+    let idle = spec.timeout().max(Duration::from_millis(500));
+    transport.max_idle_timeout(Some(
+        quinn::IdleTimeout::try_from(idle).context("--timeout too long for QUIC")?,
+    ));
+    cfg.transport_config(Arc::new(transport));
+    Ok(cfg)
+}
+
+pub(super) fn endpoint_for(addr: SocketAddr) -> std::io::Result<quinn::Endpoint> {
+    let bind: SocketAddr = match addr {
+        SocketAddr::V4(_) => (std::net::Ipv4Addr::UNSPECIFIED, 0).into(),
+        SocketAddr::V6(_) => (std::net::Ipv6Addr::UNSPECIFIED, 0).into(),
+    };
+    quinn::Endpoint::client(bind)
+}
+
+/// One QUIC handshake (ALPN `h3`) before the load, so a server that does not speak
+/// HTTP/3 on that UDP port, or a certificate the client refuses, fails the run at once
+/// with a hint instead of a run made only of errors.
+pub(super) fn probe(
+    cfg: &quinn::ClientConfig,
+    addr: SocketAddr,
+    host: &str,
+    timeout: Duration,
+) -> anyhow::Result<()> {
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()?;
+    rt.block_on(async {
+        let ep = endpoint_for(addr)?;
+        let connecting = ep
+            .connect_with(cfg.clone(), addr, host)
+            .with_context(|| format!("cannot start a QUIC connection to {addr}"))?;
+        let conn = match tokio::time::timeout(timeout, connecting).await {
+            Err(_) => anyhow::bail!(
+                "no QUIC handshake with {addr} (UDP) within --timeout {timeout:?}: is HTTP/3 enabled on that port?"
+            ),
+            Ok(Err(e)) => {
+                let cert = e.to_string().contains("certificate");
+                anyhow::bail!(
+                    "QUIC handshake with {addr} failed: {e}{}",
+                    if cert {
+                        " — for a self-signed or private certificate, use --insecure (-k)"
+                    } else {
+                        ""
+                    }
+                )
+            }
+            Ok(Ok(c)) => c,
+        };
+        // HTTP/3's control streams opened; no request is sent, so the server's log
+        // holds the load's requests only.
+        let (mut driver, _send) = h3::client::new(h3_quinn::Connection::new(conn.clone()))
+            .await
+            .with_context(|| format!("{addr} did not start HTTP/3 on its QUIC connection"))?;
+        let drive = tokio::spawn(async move {
+            std::future::poll_fn(|cx| driver.poll_close(cx)).await;
+        });
+        conn.close(H3_NO_ERROR.into(), b"");
+        drive.abort();
+        let _ = tokio::time::timeout(Duration::from_millis(100), ep.wait_idle()).await;
+        Ok(())
+    })
+}
