@@ -118,6 +118,9 @@ _loadlens() {
             loadlens__subcmd__help__subcmd__history,import)
                 cmd="loadlens__subcmd__help__subcmd__history__subcmd__import"
                 ;;
+            loadlens__subcmd__help__subcmd__history,show)
+                cmd="loadlens__subcmd__help__subcmd__history__subcmd__show"
+                ;;
             loadlens__subcmd__help__subcmd__import,har)
                 cmd="loadlens__subcmd__help__subcmd__import__subcmd__har"
                 ;;
@@ -142,6 +145,9 @@ _loadlens() {
             loadlens__subcmd__history,import)
                 cmd="loadlens__subcmd__history__subcmd__import"
                 ;;
+            loadlens__subcmd__history,show)
+                cmd="loadlens__subcmd__history__subcmd__show"
+                ;;
             loadlens__subcmd__history__subcmd__help,export)
                 cmd="loadlens__subcmd__history__subcmd__help__subcmd__export"
                 ;;
@@ -150,6 +156,9 @@ _loadlens() {
                 ;;
             loadlens__subcmd__history__subcmd__help,import)
                 cmd="loadlens__subcmd__history__subcmd__help__subcmd__import"
+                ;;
+            loadlens__subcmd__history__subcmd__help,show)
+                cmd="loadlens__subcmd__history__subcmd__help__subcmd__show"
                 ;;
             loadlens__subcmd__import,har)
                 cmd="loadlens__subcmd__import__subcmd__har"
@@ -426,7 +435,7 @@ _loadlens() {
             return 0
             ;;
         loadlens__subcmd__help__subcmd__history)
-            opts="export import"
+            opts="export show import"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 3 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -454,6 +463,20 @@ _loadlens() {
             return 0
             ;;
         loadlens__subcmd__help__subcmd__history__subcmd__import)
+            opts=""
+            if [[ ${cur} == -* || ${COMP_CWORD} -eq 4 ]] ; then
+                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+                return 0
+            fi
+            case "${prev}" in
+                *)
+                    COMPREPLY=()
+                    ;;
+            esac
+            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+            return 0
+            ;;
+        loadlens__subcmd__help__subcmd__history__subcmd__show)
             opts=""
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 4 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
@@ -664,7 +687,7 @@ _loadlens() {
             return 0
             ;;
         loadlens__subcmd__history)
-            opts="-h -V --db --all-machines --fail-on-regression --threshold --max-p --seed --json --help --version export import help"
+            opts="-h -V --db --all-machines --fail-on-regression --threshold --max-p --min-change --seed --json --html --junit --summary-md --help --version export show import help"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -682,7 +705,23 @@ _loadlens() {
                     COMPREPLY=($(compgen -f "${cur}"))
                     return 0
                     ;;
+                --min-change)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
                 --seed)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --html)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --junit)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --summary-md)
                     COMPREPLY=($(compgen -f "${cur}"))
                     return 0
                     ;;
@@ -716,7 +755,7 @@ _loadlens() {
             return 0
             ;;
         loadlens__subcmd__history__subcmd__help)
-            opts="export import help"
+            opts="export show import help"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 3 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -771,7 +810,39 @@ _loadlens() {
             COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
             return 0
             ;;
+        loadlens__subcmd__history__subcmd__help__subcmd__show)
+            opts=""
+            if [[ ${cur} == -* || ${COMP_CWORD} -eq 4 ]] ; then
+                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+                return 0
+            fi
+            case "${prev}" in
+                *)
+                    COMPREPLY=()
+                    ;;
+            esac
+            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+            return 0
+            ;;
         loadlens__subcmd__history__subcmd__import)
+            opts="-h -V --db --help --version"
+            if [[ ${cur} == -* || ${COMP_CWORD} -eq 3 ]] ; then
+                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+                return 0
+            fi
+            case "${prev}" in
+                --db)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                *)
+                    COMPREPLY=()
+                    ;;
+            esac
+            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+            return 0
+            ;;
+        loadlens__subcmd__history__subcmd__show)
             opts="-h -V --db --help --version"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 3 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
@@ -1024,7 +1095,7 @@ _loadlens() {
             return 0
             ;;
         loadlens__subcmd__lab__subcmd__tune)
-            opts="-d -v -h -V --duration --try --pairs --json --objective --dry-run --verbose --help --version"
+            opts="-d -v -h -V --duration --try --pairs --json --objective --dry-run --watch-ssh --verbose --help --version"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 3 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -1180,7 +1251,7 @@ _loadlens() {
             return 0
             ;;
         loadlens__subcmd__run)
-            opts="-c -t -d -n -R -q -H -X -m -k -h -V --connections --threads --duration --requests --connreqs --rate --targets --seed --sequential --replay --speed --latency --json --flamegraph --html --quiet --repeat --pause --segment --start-at --probe --no-probe --slo --judge-untrusted --junit --summary-md --hdr-log --openmetrics --ray --clients --ray-timeout --server-node-resource --header --method --body --body-file --timeout --insecure --h2 --h1 --h3 --max-concurrent-streams --io --no-watch --watch --ssh-command --sample --server-pid --server-name --profile --profile-hz --no-offcpu --save --db --tag --help --version"
+            opts="-c -t -d -n -R -q -H -X -m -k -h -V --connections --threads --duration --requests --connreqs --rate --stages --abort-if-behind --targets --seed --sequential --replay --speed --latency --json --flamegraph --html --quiet --repeat --pause --segment --start-at --probe --no-probe --slo --judge-untrusted --junit --summary-md --hdr-log --openmetrics --ray --clients --ray-timeout --server-node-resource --header --method --body --body-file --timeout --insecure --h2 --h1 --h3 --max-concurrent-streams --io --no-watch --watch --ssh-command --sample --server-pid --server-name --profile --profile-hz --no-offcpu --save --db --tag --help --version"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -1227,6 +1298,14 @@ _loadlens() {
                     return 0
                     ;;
                 -R)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --stages)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --abort-if-behind)
                     COMPREPLY=($(compgen -f "${cur}"))
                     return 0
                     ;;
@@ -1556,7 +1635,7 @@ _loadlens() {
             return 0
             ;;
         loadlens__subcmd__tune)
-            opts="-c -t -d -n -R -q -H -X -m -k -h -V --connections --threads --duration --requests --connreqs --rate --targets --seed --sequential --replay --speed --latency --json --flamegraph --html --quiet --repeat --pause --segment --start-at --probe --no-probe --slo --judge-untrusted --junit --summary-md --hdr-log --openmetrics --ray --clients --ray-timeout --server-node-resource --header --method --body --body-file --timeout --insecure --h2 --h1 --h3 --max-concurrent-streams --io --no-watch --watch --ssh-command --sample --server-pid --server-name --profile --profile-hz --no-offcpu --save --db --tag --apply --pairs --steps --objective --min-gain --allow-sysctl --try --patch-out --help --version"
+            opts="-c -t -d -n -R -q -H -X -m -k -h -V --connections --threads --duration --requests --connreqs --rate --stages --abort-if-behind --targets --seed --sequential --replay --speed --latency --json --flamegraph --html --quiet --repeat --pause --segment --start-at --probe --no-probe --slo --judge-untrusted --junit --summary-md --hdr-log --openmetrics --ray --clients --ray-timeout --server-node-resource --header --method --body --body-file --timeout --insecure --h2 --h1 --h3 --max-concurrent-streams --io --no-watch --watch --ssh-command --sample --server-pid --server-name --profile --profile-hz --no-offcpu --save --db --tag --apply --pairs --steps --objective --min-gain --allow-sysctl --try --patch-out --help --version"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -1603,6 +1682,14 @@ _loadlens() {
                     return 0
                     ;;
                 -R)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --stages)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --abort-if-behind)
                     COMPREPLY=($(compgen -f "${cur}"))
                     return 0
                     ;;
