@@ -192,6 +192,7 @@ mod tests {
 
     /// `run`'s flags that each segment is given (`segment_args`), as clap names them.
     const CARRIED: &[&str] = &[
+        "h3",
         "url",
         "connections",
         "threads",
@@ -253,6 +254,9 @@ mod tests {
         // (they are off under --segment).
         "probe",
         "no_probe",
+        // Stages are refused with --segment and --ray (a schedule is not split yet).
+        "stages",
+        "abort_if_behind",
     ];
 
     /// A flag added to `run` must be carried to the segments or named as local here: a
@@ -280,6 +284,8 @@ mod tests {
         let (body, whole) = super::super::super::run::prepare(&mut a).unwrap();
         let ship = tempfile::tempdir().unwrap();
         let s = segment_args(&a, &whole, &body, ship.path()).unwrap();
+        // The segments are given the connections resolved (the default made explicit).
+        a.connections.get_or_insert(whole.connections);
         for (name, from) in &s.files {
             std::fs::copy(from, pkg.join(name)).unwrap();
         }
