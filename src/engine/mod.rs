@@ -197,6 +197,24 @@ struct ThreadEnd {
     ended: Instant,
 }
 
+/// Starts worker thread `id` running `work`, timing its CPU from `start` to its end.
+fn spawn_worker(
+    id: usize,
+    start: Instant,
+    work: impl FnOnce() -> std::io::Result<ThreadStats> + Send + 'static,
+) -> anyhow::Result<std::thread::JoinHandle<std::io::Result<ThreadEnd>>> {
+    std::thread::Builder::new()
+        .name(format!("loadlens-w{id}"))
+        .spawn(move || -> std::io::Result<ThreadEnd> {
+            let before = ThreadCpuSample::now();
+            let stats = work()?;
+            let ended = Instant::now();
+            let cpu = ThreadCpuSample::now().since(&before, ended - start);
+            Ok(ThreadEnd { stats, cpu, ended })
+        })
+        .context("cannot start a worker thread")
+}
+
 #[allow(clippy::too_many_arguments)]
 fn run_with<T: Transport + 'static>(
     spec: &Spec,
@@ -275,17 +293,7 @@ fn run_with<T: Transport + 'static>(
             },
             live: live.clone(),
         };
-        let h = std::thread::Builder::new()
-            .name(format!("loadlens-w{id}"))
-            .spawn(move || -> std::io::Result<ThreadEnd> {
-                let before = ThreadCpuSample::now();
-                let stats = runner(w)?;
-                let ended = Instant::now();
-                let cpu = ThreadCpuSample::now().since(&before, ended - start);
-                Ok(ThreadEnd { stats, cpu, ended })
-            })
-            .context("cannot start a worker thread")?;
-        handles.push(h);
+        handles.push(spawn_worker(id, start, move || runner(w))?);
     }
     drop(tx);
     let gathered = Gathered {

@@ -125,26 +125,10 @@ fn csv_field(s: &str) -> String {
     }
 }
 
-/// `2026-11-27T01:02:03Z` (UTC), what Otava's CSV reader takes.
+/// `2026-11-27T01:02:03Z` (UTC), what Otava's CSV reader takes: the JUnit form with
+/// its zone.
 pub fn rfc3339(unix_s: f64) -> String {
-    let secs = unix_s.max(0.0) as i64;
-    let (days, rem) = (secs.div_euclid(86_400), secs.rem_euclid(86_400));
-    // Howard Hinnant's civil_from_days.
-    let z = days + 719_468;
-    let era = z.div_euclid(146_097);
-    let doe = z - era * 146_097;
-    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
-    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
-    let mp = (5 * doy + 2) / 153;
-    let d = doy - (153 * mp + 2) / 5 + 1;
-    let m = if mp < 10 { mp + 3 } else { mp - 9 };
-    let y = yoe + era * 400 + i64::from(m <= 2);
-    format!(
-        "{y:04}-{m:02}-{d:02}T{:02}:{:02}:{:02}Z",
-        rem / 3600,
-        rem % 3600 / 60,
-        rem % 60
-    )
+    format!("{}Z", crate::units::iso8601(unix_s))
 }
 
 #[cfg(test)]

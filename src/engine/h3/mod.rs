@@ -22,7 +22,6 @@ use std::sync::mpsc::{self, Receiver, Sender};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use anyhow::Context;
 use bytes::{Buf, Bytes};
 use hdrhistogram::Histogram;
 
@@ -31,9 +30,8 @@ mod setup;
 
 use super::stats::{latency_histogram, us_between, ErrorKind, ThreadStats, Tick};
 use super::worker::{slice_of, Budget, LiveCount, TICK, UNCOUNTED};
-use super::{client_check, quota_before, quota_over, Gathered, Outcome, Progress, ThreadEnd};
+use super::{client_check, quota_before, quota_over, spawn_worker, Gathered, Outcome, Progress};
 use crate::spec::{Requests, Spec, Target};
-use crate::sys::thread_cpu::ThreadCpuSample;
 use quic::QuicSum;
 use setup::{build_requests, client_config, endpoint_for, probe, H3Request};
 
@@ -98,17 +96,7 @@ pub(super) fn run(
             live: live.clone(),
             quic: quic.clone(),
         };
-        let h = std::thread::Builder::new()
-            .name(format!("loadlens-w{id}"))
-            .spawn(move || -> std::io::Result<ThreadEnd> {
-                let before = ThreadCpuSample::now();
-                let stats = w.run()?;
-                let ended = Instant::now();
-                let cpu = ThreadCpuSample::now().since(&before, ended - start);
-                Ok(ThreadEnd { stats, cpu, ended })
-            })
-            .context("cannot start a worker thread")?;
-        handles.push(h);
+        handles.push(spawn_worker(id, start, move || w.run())?);
     }
     drop(tx);
     let gathered = Gathered {
