@@ -271,6 +271,17 @@ pub struct Db {
 /// How long a writer waits for another before giving up.
 const BUSY: Duration = Duration::from_secs(30);
 
+/// Whether `e` (or what it wraps) is SQLite's "database is locked/busy".
+fn is_busy(e: &anyhow::Error) -> bool {
+    e.chain().any(|c| {
+        matches!(
+            c.downcast_ref::<rusqlite::Error>()
+                .and_then(rusqlite::Error::sqlite_error_code),
+            Some(rusqlite::ErrorCode::DatabaseBusy | rusqlite::ErrorCode::DatabaseLocked)
+        )
+    })
+}
+
 impl Db {
     /// Opens (creating it and its directory if missing) and migrates the database.
     pub fn open(path: &Path) -> anyhow::Result<Db> {
@@ -301,13 +312,29 @@ impl Db {
         Ok(db)
     }
 
+    /// Sets the busy timeout, WAL and the schema. Processes opening a new file at once
+    /// race for it: switching to WAL (and reading a WAL being created) can answer
+    /// SQLITE_BUSY without calling the busy handler (1 run in ~15 of eight writers
+    /// here), so a busy answer is tried again until [`BUSY`] has passed.
     fn setup(&self) -> anyhow::Result<()> {
         self.conn.busy_timeout(BUSY)?;
-        // WAL: readers never block the writer, writers queue on the busy timeout.
-        let _mode: String = self
-            .conn
-            .query_row("PRAGMA journal_mode=WAL", [], |r| r.get(0))?;
-        self.migrate()
+        let start = std::time::Instant::now();
+        let mut pause = Duration::from_millis(5);
+        loop {
+            // WAL: readers never block the writer, writers queue on the busy timeout.
+            let step = self
+                .conn
+                .query_row("PRAGMA journal_mode=WAL", [], |r| r.get::<_, String>(0))
+                .map_err(anyhow::Error::from)
+                .and_then(|_| self.migrate());
+            match step {
+                Err(e) if is_busy(&e) && start.elapsed() < BUSY => {
+                    std::thread::sleep(pause);
+                    pause = (pause * 2).min(Duration::from_millis(200));
+                }
+                other => return other,
+            }
+        }
     }
 
     fn version(&self) -> anyhow::Result<u32> {
