@@ -159,6 +159,35 @@ fn a_change_failing_the_config_test_is_put_back() {
     );
 }
 
+/// A value nginx's config test accepts but its new workers cannot run with: `nginx -t`
+/// only warns that 10^9 worker_connections exceed the open-files limit, and each new
+/// worker then fails to allocate its connections (hundreds of GB) and exits with a
+/// fatal code, which the master does not respawn. tune sees no new workers serve, puts
+/// the file back, reloads it and exits 2; the server serves as before.
+#[test]
+fn a_change_whose_reload_fails_is_put_back() {
+    if !ready() {
+        return;
+    }
+    let (code, out, err, _) = lab_tune(
+        "php-fpm-children",
+        &["--try", "worker_connections 1000000000"],
+    );
+    assert_eq!(code, 2, "stdout:\n{out}\nstderr:\n{err}");
+    assert!(
+        err.contains("started no new workers"),
+        "the failed reload named: {err}"
+    );
+    assert!(
+        out.contains("nginx.conf byte-identical to the original"),
+        "{out}"
+    );
+    assert!(
+        out.contains("lab: the server serves") && out.contains("(status 200)"),
+        "{out}"
+    );
+}
+
 /// SIGTERM while the second pair runs on the new config: the file is written back
 /// byte for byte, the server reloaded and serving, exit 143.
 #[test]
