@@ -535,84 +535,6 @@ fn the_remote_watch_ends_on_bytes_that_are_not_utf8() {
     assert!(m.took < HANG / 2, "{:?}", m.took);
 }
 
-/// An sshd of the test's own on SERVER_IP:22 inside a server namespace, as
-/// tests/remote.rs starts it: its own host key, config, authorized and client keys in
-/// a temp dir; never the machine's own sshd, /etc/ssh, ~/.ssh or keys.
-struct Sshd {
-    dir: tempfile::TempDir,
-    child: std::process::Child,
-}
-
-impl Sshd {
-    fn start(ns: &common::NetnsPair) -> Sshd {
-        let dir = tempfile::Builder::new()
-            .prefix("loadlens-test-sshd")
-            .tempdir()
-            .unwrap();
-        let d = dir.path();
-        for (key, file) in [("host", "host_key"), ("client", "client_key")] {
-            let out = Command::new("ssh-keygen")
-                .args(["-q", "-t", "ed25519", "-N", "", "-C"])
-                .arg(format!("loadlens-test-{key}"))
-                .arg("-f")
-                .arg(d.join(file))
-                .output()
-                .expect("ssh-keygen (openssh-client)");
-            assert!(out.status.success(), "{out:?}");
-        }
-        std::fs::copy(d.join("client_key.pub"), d.join("authorized_keys")).unwrap();
-        std::fs::create_dir(d.join("cache")).unwrap();
-        let conf = format!(
-            "ListenAddress {ip}:22\nHostKey {d}/host_key\nAuthorizedKeysFile {d}/authorized_keys\n\
-             PermitRootLogin prohibit-password\nPasswordAuthentication no\n\
-             KbdInteractiveAuthentication no\nUsePAM no\nStrictModes no\nPidFile none\n\
-             SetEnv LOADLENS_CACHE_DIR={d}/cache\n",
-            ip = ns.server_ip,
-            d = d.display()
-        );
-        std::fs::write(d.join("sshd_config"), conf).unwrap();
-        // sshd's privilege-separation directory on a tmpfs in the mount namespace
-        // `ip netns exec` makes: nothing shows outside it.
-        let child = Command::new("ip")
-            .args(["netns", "exec", &ns.server, "sh", "-c"])
-            .arg(format!(
-                "mount -t tmpfs loadlens-sshd /run && mkdir -m 755 /run/sshd && exec /usr/sbin/sshd -D -e -f {}/sshd_config",
-                d.display()
-            ))
-            .stdout(Stdio::null())
-            .stderr(std::fs::File::create(d.join("sshd.log")).unwrap())
-            .spawn()
-            .unwrap();
-        let mut sshd = Sshd { dir, child };
-        let addr: std::net::SocketAddr = format!("{}:22", ns.server_ip).parse().unwrap();
-        let server = ns.server.clone();
-        wait_for("sshd to listen", || {
-            if let Ok(Some(st)) = sshd.child.try_wait() {
-                panic!("sshd exited ({st})");
-            }
-            loadlens::lab::world::in_netns(&format!("/run/netns/{server}"), move || {
-                std::net::TcpStream::connect_timeout(&addr, Duration::from_millis(200)).is_ok()
-            })
-            .unwrap_or(false)
-        });
-        sshd
-    }
-
-    fn ssh_command(&self) -> String {
-        let d = self.dir.path().display();
-        format!(
-            "ssh -F /dev/null -i {d}/client_key -o UserKnownHostsFile={d}/known_hosts -o StrictHostKeyChecking=accept-new -o IdentitiesOnly=yes"
-        )
-    }
-}
-
-impl Drop for Sshd {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
-
 /// The one case through a real sshd: the "cached build" the bootstrap runs on the
 /// server is the flooding remote end (a real watch behind it). loadlens kills its ssh;
 /// on the far side of sshd, the script and the real watch it started see their
@@ -630,7 +552,7 @@ fn through_a_real_sshd_the_remote_end_exits_when_the_session_is_ended() {
     }
     let ns = common::NetnsPair::new("hchan");
     let ng = Nginx::start_opts(Some(&ns.server), ns.server_ip, "", "", "", "");
-    let sshd = Sshd::start(&ns);
+    let sshd = common::sshd::Sshd::start(&ns);
     let remote = Remote::new("flood");
     let bin = env!("CARGO_BIN_EXE_loadlens");
     let hash = loadlens::remote::ssh::build_hash(Path::new(bin)).unwrap();
@@ -657,7 +579,7 @@ fn through_a_real_sshd_the_remote_end_exits_when_the_session_is_ended() {
         .arg("--watch")
         .arg(format!("ssh://root@{}", ns.server_ip))
         .arg("--ssh-command")
-        .arg(sshd.ssh_command())
+        .arg(sshd.ssh_command("client_key", "accept-new"))
         .arg("--json")
         .arg(&json)
         .arg("-q");
