@@ -1,7 +1,7 @@
 //! A concurrency limit inside a tier — a pool of threads, workers or connections that
 //! no saturated resource explains — sized by Little's law from a probe.
 
-use super::{fact, finding, ramp, Ctx};
+use super::{fact, finding, ramp, Ctx, FindingId};
 use crate::diagnose::kinds::{self, Knob};
 use crate::diagnose::path;
 use crate::run::{Finding, Kind, ServerKind};
@@ -87,7 +87,7 @@ pub(super) fn pool_limit(c: &Ctx) -> Option<Finding> {
     let rounded = size.round().max(2.0);
     let waited_ms = latency_ms - service_ms;
     let mut f = finding(
-        "pool-limit",
+        FindingId::PoolLimit,
         Kind::Bottleneck,
         ramp(latency_ms / service_ms, QUEUED_FACTOR, 4.0),
         format!(
