@@ -240,11 +240,13 @@ impl Server for Lighttpd {
                 range,
                 block: blocks.clone(),
             });
-            let d = depth_change(v);
-            if d > 0 {
+            if v.starts_with('(') {
                 let mut b = blocks.clone();
                 b.push(name.to_string());
                 pairs(v, from, &b, &mut out);
+            }
+            let d = depth_change(v);
+            if d > 0 {
                 depth = d;
                 open = Some(name.to_string());
             }

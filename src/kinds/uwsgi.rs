@@ -35,7 +35,7 @@ fn canonical(name: &str) -> &str {
     ALIASES
         .iter()
         .find(|(a, _)| *a == name)
-        .map_or(name, |(_, c)| c)
+        .map_or(name, |(_, c)| *c)
 }
 
 /// The INI file a `uwsgi` command line names: `--ini FILE`, `--ini=FILE`, or a first

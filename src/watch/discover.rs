@@ -5,7 +5,7 @@
 use std::collections::{BTreeMap, BTreeSet};
 use std::net::{IpAddr, SocketAddr};
 
-use crate::run::{Listener, Role, ServerKind, ServerProcess, Tier, Topology};
+use crate::run::{Listener, Role, ServerProcess, Tier, Topology};
 use crate::sys::procfs::all_pid_stats;
 use crate::sys::sockdiag::Diag;
 
