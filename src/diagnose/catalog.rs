@@ -58,7 +58,13 @@ const KINDS: &[(ServerKind, &str)] = &[
     (ServerKind::Envoy, "Envoy"),
     (ServerKind::Caddy, "Caddy"),
     (ServerKind::Node, "Node.js"),
-    (ServerKind::Java, "Java (Tomcat, Jetty, HttpServer)"),
+    (
+        ServerKind::Java,
+        "Java (Jetty, HttpServer, a JVM not recognised as Tomcat)",
+    ),
+    (ServerKind::Lighttpd, "lighttpd"),
+    (ServerKind::Uwsgi, "uWSGI"),
+    (ServerKind::Tomcat, "Apache Tomcat"),
 ];
 
 /// A compile error when a kind or a knob is added and the lists above are not.
@@ -67,7 +73,8 @@ fn listed(k: ServerKind, n: Knob) {
     use Knob::*;
     use ServerKind::*;
     match k {
-        Nginx | PhpFpm | Apache | Haproxy | Envoy | Caddy | Node | Java | Unknown => {}
+        Nginx | PhpFpm | Apache | Haproxy | Envoy | Caddy | Node | Java | Lighttpd | Uwsgi
+        | Tomcat | Unknown => {}
     }
     match n {
         Workers | Connections | Backlog | OpenFiles | Affinity | UpstreamReuse | Reuseport

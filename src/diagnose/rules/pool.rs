@@ -150,8 +150,21 @@ pub(super) fn pool_limit(c: &Ctx) -> Option<Finding> {
         tier.name
     );
     let phrase = kinds::knob(kind, Knob::Pool).or_else(|| kinds::knob(kind, Knob::Workers));
+    // The knob's value now, where the tier's configuration was read.
+    let config = c.ev.and_then(|e| {
+        if tier.role == path::UPSTREAM {
+            e.topology.upstream_config.as_ref()
+        } else {
+            e.topology.config.as_ref()
+        }
+    });
+    let now = kinds::setting(kind, Knob::Pool)
+        .or_else(|| kinds::setting(kind, Knob::Workers))
+        .and_then(|d| Some((d, config?.get(d)?)))
+        .map(|(d, v)| format!(" (now `{d} {v}`)"))
+        .unwrap_or_default();
     let pool = match (phrase, kind) {
-        (Some(p), _) => p.to_string(),
+        (Some(p), _) => format!("{p}{now}"),
         (None, ServerKind::Unknown) => {
             "its pool of threads, workers or connections (the thread pool's size, the workers' count, a connection pool's maximum)".into()
         }
