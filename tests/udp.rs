@@ -97,7 +97,12 @@ fn a_tiny_udp_receive_buffer_drops_the_flood_and_is_named() {
     // Each burst of 100 met a buffer of a few datagrams: most of each was dropped.
     // (A window of 3 s holds ≥ 1 burst however busy the machine; 100 is the least
     // the rule counts.)
-    assert!(drops >= 100 && rcvbuf_errors >= drops, "{udp:#}");
+    // The kernel's counter and the socket's are read a moment apart while the flood
+    // goes on (10,072 vs 10,160 once): the same drops, within a tenth.
+    assert!(
+        drops >= 100 && rcvbuf_errors as f64 >= 0.9 * drops as f64,
+        "{udp:#}"
+    );
     assert!(drops <= sent, "dropped {drops} of {sent} sent");
     let f = finding(&run, "udp-receive-buffer-drops")
         .unwrap_or_else(|| panic!("not named: {:#}", run["findings"]));
