@@ -14,8 +14,7 @@ const QUEUED_FACTOR: f64 = 1.5;
 pub(super) const GROWS: f64 = 1.25;
 /// Past this a tier's resource is saturated: a limit of its own explains the rate.
 const SATURATED_PCT: f64 = 90.0;
-/// The smallest `rate × unloaded time` named a pool. Below it, a single server's story:
-/// 1.25 named nginx's single worker stalling 150 ms a second a "pool" (lab event-loop-stall).
+/// The smallest pool named: `rate × unloaded time` below it is a single server's story.
 const MIN_POOL: f64 = 1.5;
 
 /// Requests waited for a fixed number of servers inside a tier: with nothing
@@ -30,11 +29,7 @@ pub(super) fn pool_limit(c: &Ctx) -> Option<Finding> {
     if run.spec.open_loop() || r.responses == 0 {
         return None;
     }
-    // Timeouts are what a long queue for a pool does to a client (40 connections
-    // waiting for 2 threads × 80 ms wait 1.6 s, past a 2 s timeout once the host is
-    // busy); any other error is a fault of its own.
-    let timeouts = r.errors.timeout;
-    if r.errors.total() - timeouts + r.non_2xx_3xx > r.responses / 100 {
+    if r.errors.total() + r.non_2xx_3xx > r.responses / 100 {
         return None;
     }
     let one = path::unloaded(run)?;
@@ -58,10 +53,12 @@ pub(super) fn pool_limit(c: &Ctx) -> Option<Finding> {
     if saturated || run.client.busy_pct_mean >= 50.0 {
         return None;
     }
-    // The requests that timed out were served too, unseen (the server kept working on
-    // them): the pool's rate counts them.
-    let served = rate + timeouts as f64 / r.duration_s.max(1e-9);
-    let size = served * service_ms / 1e3;
+    let size = rate * service_ms / 1e3;
+    // Fewer than two servers busy on the average is no pool: one request at a time is
+    // a worker blocked or a stall, each a finding of its own.
+    if size < MIN_POOL {
+        return None;
+    }
     let model = path::model(c)?;
     let tier = model
         .tiers
@@ -73,23 +70,17 @@ pub(super) fn pool_limit(c: &Ctx) -> Option<Finding> {
     } else {
         c.front_kind()
     };
+    let rounded = size.round().max(1.0);
     let matched = tier
         .workers
         .filter(|&n| (n as f64 - size).abs() <= (0.25 * n as f64).max(1.0));
-    // Fewer than two servers busy on the average is no pool: one request at a time is
-    // a worker blocked or a stall, each a finding of its own.
-    if size < MIN_POOL {
-        return None;
-    }
-    // Past MIN_POOL there are at least two.
-    let rounded = size.round().max(2.0);
     let waited_ms = latency_ms - service_ms;
     let mut f = finding(
         FindingId::PoolLimit,
         Kind::Bottleneck,
         ramp(latency_ms / service_ms, QUEUED_FACTOR, 4.0),
         format!(
-            "a concurrency limit of {rounded:.0} in the {} ({}): {served:.0}/s × {service_ms:.1} ms unloaded; requests waited {waited_ms:.0} ms for it",
+            "a concurrency limit of {rounded:.0} in the {} ({}): {rate:.0}/s × {service_ms:.1} ms unloaded; requests waited {waited_ms:.0} ms for it",
             tier.role, tier.name
         ),
     );
@@ -113,10 +104,6 @@ pub(super) fn pool_limit(c: &Ctx) -> Option<Finding> {
             "requests",
         ),
     ];
-    if timeouts > 0 {
-        f.evidence
-            .push(fact("requests timed out", timeouts as f64, "requests"));
-    }
     if let Some(m) = more {
         f.evidence.push(fact(
             &format!("probe at {} connections: requests/s", m.connections),
@@ -133,15 +120,8 @@ pub(super) fn pool_limit(c: &Ctx) -> Option<Finding> {
         ),
         None => String::new(),
     };
-    let timed_out = if timeouts > 0 {
-        format!(
-            " {timeouts} requests timed out waiting (counted in the rate: the server served them unseen)."
-        )
-    } else {
-        String::new()
-    };
     f.explanation = format!(
-        "A probe at 1 connection took {service_ms:.1} ms per request; under {} connections requests took {latency_ms:.1} ms, {waited_ms:.0} ms of it waiting. At {served:.0}/s, {served:.0} × {:.3} s = {size:.1} requests were being served at any moment (Little's law), whatever the connections: the {} ({}) serves at most about {rounded:.0} at once, and every other request waits for one of them.{timed_out} No resource was saturated (no process at its CPU's limit, loadlens not busy): the limit is a count, not a capacity.{probe_said}",
+        "A probe at 1 connection took {service_ms:.1} ms per request; under {} connections requests took {latency_ms:.1} ms, {waited_ms:.0} ms of it waiting. At {rate:.0}/s, {rate:.0} × {:.3} s = {size:.1} requests were being served at any moment (Little's law), whatever the connections: the {} ({}) serves at most about {rounded:.0} at once, and every other request waits for one of them. No resource was saturated (no process at its CPU's limit, loadlens not busy): the limit is a count, not a capacity.{probe_said}",
         run.spec.connections,
         service_ms / 1e3,
         tier.role,
@@ -270,25 +250,6 @@ mod tests {
                 .iter()
                 .all(|f| f.id != "concurrency-bound" || f.kind != crate::run::Kind::Bottleneck));
         }
-        // Two servers (1.6 busy on the average, counting the requests timed out)
-        // whose queue made the client time out a third of its requests: still a pool,
-        // of 2, the timeouts counted in its rate and cited.
-        let mut busy_host = run.clone();
-        let served = 1.6 * 1e3 / (latency_ms / 2.0);
-        busy_host.results.errors.timeout = (served / 3.0 * busy_host.results.duration_s) as u64;
-        busy_host.results.requests_per_s = served * 2.0 / 3.0;
-        busy_host.probes = vec![
-            probe(1, 2e3 / latency_ms, latency_ms / 2.0),
-            probe(16, served * 0.7, latency_ms * 4.0),
-        ];
-        let found = crate::diagnose::diagnose(&busy_host);
-        assert_eq!(found[0].id, "pool-limit", "{:?}", found[0]);
-        assert!(found[0].title.contains("limit of 2 "), "{}", found[0].title);
-        assert!(
-            found[0].explanation.contains("requests timed out waiting"),
-            "{}",
-            found[0].explanation
-        );
         // Loaded barely above unloaded: no queue, no pool.
         let mut no_queue = run.clone();
         no_queue.probes = vec![
