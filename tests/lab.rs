@@ -157,12 +157,25 @@ fn scenario_bottlenecks(name: &str, run: &Value) -> Vec<String> {
 /// The bottleneck findings of `run` that are the scenario's, in rank order: without
 /// [`host_findings`], and with a capacity finding one of those demoted to info (the
 /// CPU as the limit, see `CAPACITY` in the rules) counted as the scenario's limit again.
+///
+/// A finding the host's finding demoted ("Because of run-queue-delay (above)": a worker
+/// waiting for a CPU accepts slowly, and the listen queue of 10 overflowed because of
+/// it too) is the scenario's again, after the bottlenecks.
 fn scenario_findings(run: &Value) -> Vec<&Value> {
     const CAPACITY: &[&str] = &["server-cpu-saturated", "link-saturated"];
     let host = host_findings(run);
-    run["findings"]
-        .as_array()
-        .unwrap()
+    let all = run["findings"].as_array().unwrap();
+    let ours = |f: &&Value| !host.iter().any(|h| f["id"] == h.as_str());
+    let demoted_by_host = |f: &&Value| {
+        let text = f["explanation"].as_str().unwrap_or("");
+        f["kind"] != "bottleneck"
+            && host.iter().any(|h| {
+                text.contains(&format!("Because of {h} (above)"))
+                    || text.contains(&format!("Beside {h} (above)"))
+                    || text.contains(&format!("Explained by {h} (above)"))
+            })
+    };
+    let first: Vec<&Value> = all
         .iter()
         .filter(|f| {
             f["kind"] == "bottleneck"
@@ -170,8 +183,13 @@ fn scenario_findings(run: &Value) -> Vec<&Value> {
                     && f["kind"] == "info"
                     && CAPACITY.iter().any(|c| f["id"] == *c))
         })
-        .filter(|f| !host.iter().any(|h| f["id"] == h.as_str()))
-        .collect()
+        .filter(ours)
+        .collect();
+    let then = all
+        .iter()
+        .filter(demoted_by_host)
+        .filter(|f| !first.iter().any(|g| g["id"] == f["id"]));
+    first.iter().copied().chain(then).collect()
 }
 
 /// The scenario's fault is the first bottleneck before and gone after the fix; the
