@@ -95,14 +95,19 @@ pub fn diagnose(run: &Run) -> Vec<Finding> {
     if client_bound && (server_cause || server_full) {
         // The server had no headroom either: its limit is the finding, the client's
         // saturation a caveat beside it (the numbers are a floor).
+        let limit = found
+            .iter()
+            .find(|f| f.kind == Kind::Bottleneck && f.id != FindingId::ClientSaturated)
+            .map(|f| f.id.to_string())
+            .unwrap_or_default();
         for f in found
             .iter_mut()
             .filter(|f| f.id == FindingId::ClientSaturated)
         {
             f.kind = Kind::Warning;
-            f.explanation.push_str(
-                " The server was at a limit of its own too (see the bottleneck above), so that limit, not the client, is the finding; the rates are a floor.",
-            );
+            f.explanation.push_str(&format!(
+                " The server was at a limit of its own too (see {limit} above), so that limit, not the client, is the finding; the rates are a floor.",
+            ));
         }
     } else if client_bound {
         // The server had headroom: the client set the pace, and comes first.
