@@ -65,6 +65,9 @@ pub struct Spec {
     /// h2load's `-m`); 1 for HTTP/1.1.
     #[serde(default = "one")]
     pub max_concurrent_streams: u32,
+    /// HTTP/3: how a new QUIC connection's handshake may resume (`--resume`).
+    #[serde(default, skip_serializing_if = "Resume::is_off")]
+    pub resume: Resume,
     /// The socket I/O interface asked for (`--io`); the one used is `results.io`.
     #[serde(default)]
     pub io: IoBackend,
@@ -125,6 +128,29 @@ pub enum HttpVersion {
     H2,
     /// HTTP/3 over QUIC (`--h3`, https:// only): ALPN `h3` over UDP.
     H3,
+}
+
+/// HTTP/3 (`--resume`): whether a new QUIC connection resumes the TLS session of an
+/// earlier one from its ticket, and sends its first requests in 0-RTT early data.
+#[derive(
+    Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema,
+)]
+#[serde(rename_all = "snake_case")]
+pub enum Resume {
+    /// Every handshake is a full one (no session cache).
+    #[default]
+    Off,
+    /// Resumed from a session ticket the server gave an earlier connection.
+    Tickets,
+    /// Resumed, its requests sent in 0-RTT early data when the server accepts them.
+    #[serde(rename = "0rtt")]
+    ZeroRtt,
+}
+
+impl Resume {
+    pub fn is_off(&self) -> bool {
+        *self == Resume::Off
+    }
 }
 
 /// Takes the credentials out of a URL (`http://user:pw@host/`): the URL to record (user
@@ -250,12 +276,12 @@ impl Spec {
             if self.io == IoBackend::Uring {
                 return bad("--io uring drives TCP only: HTTP/3 (--h3) runs on quinn's UDP sockets; drop --io uring");
             }
-            if self.rate.is_some() {
-                return bad("--rate (open loop) is not built for HTTP/3 yet: drop -R to run --h3 in closed loop");
-            }
             if self.stages.is_some() {
                 return bad("--stages is not built for HTTP/3 yet: drop --stages to run --h3 at one number of connections");
             }
+        }
+        if self.resume != Resume::Off && self.http != HttpVersion::H3 {
+            return bad("--resume is for HTTP/3 (--h3): TCP's TLS connections resume from rustls's session cache already; add --h3 or drop --resume");
         }
         if !is_token(&self.method) {
             return Err(SpecError::Flags(format!(
@@ -516,6 +542,7 @@ pub(crate) mod tests {
             insecure: false,
             http: HttpVersion::Auto,
             max_concurrent_streams: 1,
+            resume: Default::default(),
             io: Default::default(),
             mix: None,
             stages: None,

@@ -26,14 +26,18 @@ use bytes::{Buf, Bytes};
 use hdrhistogram::Histogram;
 
 mod quic;
+mod resume;
 mod setup;
 
 use super::stats::{latency_histogram, us_between, ErrorKind, ThreadStats, Tick};
 use super::worker::{slice_of, Budget, LiveCount, TICK, UNCOUNTED};
-use super::{client_check, quota_before, quota_over, spawn_worker, Gathered, Outcome, Progress};
-use crate::spec::{Requests, Spec, Target};
+use super::{
+    client_check, pace, quota_before, quota_over, spawn_worker, Gathered, Outcome, Progress,
+};
+use crate::spec::{Requests, Resume, Spec, Target};
 use quic::QuicSum;
-use setup::{build_requests, client_config, endpoint_for, probe, H3Request};
+use resume::Handshake;
+use setup::{build_requests, client_config, endpoint_for, probe, H3Config, H3Request};
 
 /// A connection whose handshake failed waits this long before trying again.
 const RETRY_AFTER: Duration = Duration::from_millis(20);
@@ -58,6 +62,8 @@ pub(super) fn run(
     // The order table (which target each request is) and the endpoints' numbering, as
     // the TCP loops use them; the HTTP/1.1 bytes themselves are not sent.
     let order = Arc::new(Requests::build(spec, target, &[]));
+    // Open loop (`-R`, `--replay` at a speed): the TCP engine's schedule.
+    let pace = pace::connection_pace(spec, &order.due_us);
     let streams = spec.max_concurrent_streams;
     let budget = Arc::new(Budget::new(spec.requests));
     let threads = spec.threads as usize;
@@ -86,6 +92,8 @@ pub(super) fn run(
             order: order.clone(),
             streams,
             connreqs: spec.connreqs,
+            zero_rtt: spec.resume == Resume::ZeroRtt,
+            pace,
             timeout,
             start,
             deadline,
@@ -131,11 +139,16 @@ struct H3Worker {
     connections: usize,
     addr: SocketAddr,
     host: String,
-    cfg: quinn::ClientConfig,
+    cfg: H3Config,
     requests: Arc<Vec<H3Request>>,
     order: Arc<Requests>,
     streams: u32,
     connreqs: Option<u32>,
+    /// `--resume 0rtt`: requests sent in 0-RTT early data when the session allows.
+    zero_rtt: bool,
+    /// Open loop: each connection slot sends a request every `pace`, or each request
+    /// at its own due time (`pace::due_of`); latency counts from when it was due.
+    pace: Option<Duration>,
     timeout: Duration,
     start: Instant,
     deadline: Option<Instant>,
@@ -179,6 +192,8 @@ struct Open {
     held: RefCell<Vec<u64>>,
     /// Without `-n`: the slot's own count, which walks a mix's order.
     seq: Cell<u64>,
+    /// Open loop: when the slot's next request is due.
+    due: Cell<Instant>,
     quic: quinn::Connection,
 }
 
@@ -334,6 +349,7 @@ async fn slot(ctx: Rc<Ctx>, endpoint: quinn::Endpoint, i: usize) {
     let w = &ctx.w;
     let mut carried: Vec<u64> = Vec::new();
     let mut seq = (w.id as u64) << 32 | (i as u64 * 7919);
+    let mut due = pace::first_due(w.start, w.pace, i, w.connections);
     loop {
         // A claim before connecting: no connection is opened that could never send.
         let first = match carried.pop() {
@@ -344,7 +360,7 @@ async fn slot(ctx: Rc<Ctx>, endpoint: quinn::Endpoint, i: usize) {
             },
         };
         let began = Instant::now();
-        let conn = match connect(&ctx, &endpoint).await {
+        let conn = match connect(&ctx, &endpoint, began).await {
             Ok(c) => c,
             Err(errno) => {
                 // The request it was opened for is spent as a connect error.
@@ -380,6 +396,7 @@ async fn slot(ctx: Rc<Ctx>, endpoint: quinn::Endpoint, i: usize) {
             left: Cell::new(w.connreqs.map_or(u64::MAX, u64::from)),
             held: RefCell::new(held),
             seq: Cell::new(seq),
+            due: Cell::new(due),
             quic: conn.clone(),
         });
         let tasks: Vec<_> = (0..w.streams)
@@ -392,6 +409,7 @@ async fn slot(ctx: Rc<Ctx>, endpoint: quinn::Endpoint, i: usize) {
         }
         carried.append(&mut open.held.borrow_mut());
         seq = open.seq.get();
+        due = open.due.get();
         conn.close(H3_NO_ERROR.into(), b"");
         drive.abort();
         ctx.open.borrow_mut()[i] = None;
@@ -399,19 +417,49 @@ async fn slot(ctx: Rc<Ctx>, endpoint: quinn::Endpoint, i: usize) {
     }
 }
 
-/// A QUIC handshake within the timeout; Err(errno) when it failed.
-async fn connect(ctx: &Ctx, endpoint: &quinn::Endpoint) -> Result<quinn::Connection, i32> {
+/// A QUIC handshake within the timeout, its kind and time counted; Err(errno) when it
+/// failed. With `--resume 0rtt` and a ticket that allows it, the connection is returned
+/// at once (its requests go out as 0-RTT data) and its handshake counted when it ends.
+async fn connect(
+    ctx: &Rc<Ctx>,
+    endpoint: &quinn::Endpoint,
+    began: Instant,
+) -> Result<quinn::Connection, i32> {
     let w = &ctx.w;
-    let connecting = endpoint
-        .connect_with(w.cfg.clone(), w.addr, &w.host)
+    let (cfg, certificate) = w.cfg.connection();
+    let mut connecting = endpoint
+        .connect_with(cfg, w.addr, &w.host)
         .map_err(|_| libc::EINVAL)?;
+    if w.zero_rtt {
+        match connecting.into_0rtt() {
+            Ok((conn, accepted)) => {
+                let (ctx, c) = (ctx.clone(), conn.clone());
+                tokio::task::spawn_local(async move {
+                    let accepted = accepted.await;
+                    // A handshake that failed is counted as a connection error instead.
+                    if accepted || c.close_reason().is_none() {
+                        let kind = Handshake::of(certificate.load(Ordering::Relaxed), accepted);
+                        let us = us_between(began, Instant::now());
+                        ctx.c.borrow_mut().quic.handshake(kind, us, ctx.max);
+                    }
+                });
+                return Ok(conn);
+            }
+            Err(c) => connecting = c,
+        }
+    }
     match tokio::time::timeout(w.timeout, connecting).await {
         Err(_) => Err(libc::ETIMEDOUT),
         Ok(Err(quinn::ConnectionError::TimedOut)) => Err(libc::ETIMEDOUT),
         Ok(Err(quinn::ConnectionError::ConnectionClosed(_))) => Err(libc::ECONNREFUSED),
         Ok(Err(quinn::ConnectionError::Reset)) => Err(libc::ECONNRESET),
         Ok(Err(_)) => Err(libc::EPROTO),
-        Ok(Ok(c)) => Ok(c),
+        Ok(Ok(c)) => {
+            let kind = Handshake::of(certificate.load(Ordering::Relaxed), false);
+            let us = us_between(began, Instant::now());
+            ctx.c.borrow_mut().quic.handshake(kind, us, ctx.max);
+            Ok(c)
+        }
     }
 }
 
@@ -434,14 +482,21 @@ async fn stream(ctx: Rc<Ctx>, open: Rc<Open>) -> Vec<u64> {
         };
         open.left.set(open.left.get() - 1);
         let t = pick(&w.order, ordinal, &open.seq);
-        let began = Instant::now();
+        let intended = due(w, &open, ordinal);
+        if let Some(at) = intended {
+            tokio::time::sleep_until(at.into()).await;
+        }
+        let sent = Instant::now();
+        // A request due while every stream was busy waited for one: its latency counts
+        // from when it was due (no coordinated omission), as in the TCP engine.
+        let began = intended.map_or(sent, |at| at.min(sent));
         ctx.c.borrow_mut().in_flight += 1;
         let outcome = tokio::time::timeout(w.timeout, exchange(&ctx, &open, t)).await;
         let mut c = ctx.c.borrow_mut();
         c.in_flight -= 1;
         let e = w.order.endpoint[t as usize];
         match outcome {
-            Ok(Ok(done)) => c.record(e, began, &done),
+            Ok(Ok(done)) => c.record(e, began, sent, &done),
             Ok(Err(Failed::NotSent)) => return vec![ordinal],
             Ok(Err(Failed::Error(kind, gone))) => {
                 c.failed(e, kind);
@@ -458,6 +513,18 @@ async fn stream(ctx: Rc<Ctx>, open: Rc<Open>) -> Vec<u64> {
             }
         }
     }
+}
+
+/// Open loop: when request `ordinal` is due — at its own time (`--replay` at a speed),
+/// else the slot's next turn (`-R`); `None` in closed loop.
+fn due(w: &H3Worker, open: &Open, ordinal: u64) -> Option<Instant> {
+    let pace = w.pace?;
+    if let Some(at) = pace::due_of(w.start, &w.order.due_us, None, ordinal) {
+        return Some(at);
+    }
+    let at = open.due.get();
+    open.due.set(at + pace);
+    Some(at)
 }
 
 /// The target of a request: by its `-n` ordinal, else by the slot's own count.
@@ -530,14 +597,16 @@ fn class(e: &h3::error::StreamError) -> Failed {
 }
 
 impl Counts {
-    fn record(&mut self, endpoint: u16, began: Instant, d: &Done) {
+    /// A response: its latency from `began` (when it was due, in open loop), its time
+    /// to first byte from when it was `sent`.
+    fn record(&mut self, endpoint: u16, began: Instant, sent: Instant, d: &Done) {
         let us = us_between(began, d.end).max(1);
         self.stats.latency.saturating_record(us);
         self.interval.saturating_record(us);
         self.stats
             .phases
             .ttfb
-            .saturating_record(us_between(began, d.first));
+            .saturating_record(us_between(sent, d.first));
         self.stats
             .phases
             .body
