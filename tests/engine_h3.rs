@@ -510,7 +510,7 @@ fn bad_combinations_are_refused() {
             vec!["--h3", "--io", "uring", "https://127.0.0.1:1/"],
             "--io uring",
         ),
-        (vec!["--resume", "https://127.0.0.1:1/"], "--h3"),
+        (vec!["--resume", "tickets", "https://127.0.0.1:1/"], "--h3"),
         (
             vec!["--h3", "--resume", "1rtt", "https://127.0.0.1:1/"],
             "--resume",
