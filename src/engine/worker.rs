@@ -570,12 +570,7 @@ impl<'a, T: Transport> Loop<'a, T> {
                 _ => 0,
             })
             .sum();
-        // A server offering HTTP/3 (`Alt-Svc: h3`), as any slot's responses said.
-        self.stats.alt_svc_h3 = conns.iter().find_map(|c| {
-            c.parser
-                .alt_svc_h3
-                .or_else(|| c.h2.as_ref().and_then(|h| h.alt_svc_h3()))
-        });
+        self.stats.alt_svc_h3 = conns.iter().find_map(Conn::alt_svc_h3);
         self.tick(slice_of(self.w.start, next_tick), true);
         self.stats
     }
