@@ -249,8 +249,12 @@ impl Spec {
             if self.io == IoBackend::Uring {
                 return bad("--io uring drives TCP only: HTTP/3 (--h3) runs on quinn's UDP sockets; drop --io uring");
             }
-            if self.stages.is_some() {
-                return bad("--stages is not built for HTTP/3 yet: drop --stages to run --h3 at one number of connections");
+            if self
+                .stages
+                .as_ref()
+                .is_some_and(|s| s.kind == StageKind::Connections)
+            {
+                return bad("--stages of connections (30s:c10,…) is not built for HTTP/3: ramp the rate instead (--stages 30s:100,1m:1000 over -c connections), or drop --h3");
             }
         }
         if self.resume != Resume::Off && self.http != HttpVersion::H3 {

@@ -167,6 +167,38 @@ fn connreqs_1_sends_0rtt_requests_caddy_accepts() {
     assert!(zero >= 90, "{full} full, {resumed} resumed, {zero} 0-RTT");
     assert_eq!(u(q, "handshake_0rtt.count"), zero);
     assert_eq!(run["spec"]["resume"], "0rtt");
+    // The HTML report's HTTP/3 section counts each kind as the Run does.
+    let dir = tempfile::tempdir().unwrap();
+    let (file, page) = (dir.path().join("run.json"), dir.path().join("run.html"));
+    std::fs::write(&file, run.to_string()).unwrap();
+    let out = loadlens()
+        .arg("report")
+        .arg(&file)
+        .arg("--html")
+        .arg(&page)
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let html = std::fs::read_to_string(&page).unwrap();
+    let section = html
+        .split("<h2>HTTP/3 (QUIC)</h2>")
+        .nth(1)
+        .expect("no HTTP/3 section");
+    let section = section.split("<h2>").next().unwrap();
+    for (label, n) in [
+        ("full handshakes (1-RTT)", full),
+        ("resumed handshakes (session ticket)", resumed),
+        ("0-RTT handshakes (early data accepted)", zero),
+    ] {
+        assert!(
+            section.contains(&format!("<tr><td>{label}</td><td>{n}")),
+            "{label} {n}: {section}"
+        );
+    }
 }
 
 #[test]
@@ -457,12 +489,15 @@ fn a_run_over_tcp_notes_the_http3_caddy_offers() {
     for http in ["--h1", "--h2"] {
         let dir = tempfile::tempdir().unwrap();
         let json = dir.path().join("run.json");
+        let page = dir.path().join("run.html");
         let out = loadlens()
             .arg("run")
             .args([http, "-k", "-n", "20", "-c", "2", "-t", "1", "--no-watch"])
             .arg(caddy.https_url("/1k.txt"))
             .arg("--json")
             .arg(&json)
+            .arg("--html")
+            .arg(&page)
             .output()
             .unwrap();
         let text = String::from_utf8_lossy(&out.stdout);
@@ -484,6 +519,11 @@ fn a_run_over_tcp_notes_the_http3_caddy_offers() {
                 && text.contains("--h3"),
             "{http}: {text}"
         );
+        let html = std::fs::read_to_string(&page).unwrap();
+        assert!(
+            html.contains(&format!("offers HTTP/3 on UDP port {}", caddy.port)),
+            "{http}: the HTML report notes it too"
+        );
     }
     let log = caddy.log();
     assert_eq!(log.len(), 40);
@@ -498,6 +538,62 @@ fn a_run_over_tcp_notes_the_http3_caddy_offers() {
         &caddy.https_url("/1k.txt"),
     ]);
     assert!(run["results"].get("alt_svc_h3_port").is_none());
+}
+
+/// `--stages` of rates over HTTP/3: the schedule's requests (0→300/s over 1 s, then
+/// 300/s for 1 s: 150 + 300) each sent once at its due time and logged by Caddy; each
+/// stage's own count from the timeline. Connection stages are refused (below).
+#[test]
+fn rate_stages_over_http3_send_the_schedule() {
+    let caddy = Caddy::start("");
+    let run = run_json(&[
+        "--h3",
+        "-k",
+        "--stages",
+        "1s:300,1s:300",
+        "-c",
+        "4",
+        "-t",
+        "1",
+        "--no-watch",
+        &caddy.https_url("/1k.txt"),
+    ]);
+    let log = caddy.log();
+    all_h3(&log);
+    assert_no_errors(&run);
+    let responses = u(&run, "results.responses");
+    let in_flight = u(&run, "results.in_flight_at_end");
+    // Every request of the schedule went out (the budget is the schedule's 450); the
+    // last ones, due just before the end, may still have been on the wire at it.
+    assert_eq!(
+        responses + in_flight,
+        450,
+        "{responses} + {in_flight} in flight"
+    );
+    assert!(
+        (log.len() as u64) >= responses && (log.len() as u64) <= 450,
+        "{responses} responses + {in_flight} in flight, {} logged",
+        log.len()
+    );
+    assert!(responses >= 430, "{responses} of 450 answered in time");
+    let stages = run["results"]["stages"].as_array().unwrap();
+    assert_eq!(stages.len(), 2, "{stages:?}");
+    let rps = |i: usize| stages[i]["target_rps"].as_f64().unwrap();
+    assert_eq!((rps(0), rps(1)), (150.0, 300.0));
+    let done = |i: usize| u(&stages[i], "requests");
+    assert_eq!(done(0) + done(1), responses);
+    // A request is sent no earlier than it is due: the ramp's second cannot have
+    // finished more than its 150 (a late one counts in the next stage).
+    assert!(
+        done(0) <= 150 && done(1) >= 280,
+        "{} then {}",
+        done(0),
+        done(1)
+    );
+    assert_eq!(
+        run["results"]["latency"]["corrected_for_coordinated_omission"],
+        true
+    );
 }
 
 #[test]
@@ -526,6 +622,21 @@ fn bad_combinations_are_refused() {
         assert_eq!(out.status.code(), Some(2), "{args:?}: {err}");
         assert!(err.contains(says), "{args:?}: {err}");
     }
+    // Connection stages (no -n beside --stages): refused before any handshake.
+    let out = loadlens()
+        .arg("run")
+        .args([
+            "--h3",
+            "--no-watch",
+            "--stages",
+            "1s:c2",
+            "https://127.0.0.1:1/",
+        ])
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{err}");
+    assert!(err.contains("ramp the rate instead"), "{err}");
 }
 
 #[test]

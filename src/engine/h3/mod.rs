@@ -33,9 +33,9 @@ mod stream;
 use super::stats::{latency_histogram, us_between, ThreadStats, Tick};
 use super::worker::{slice_of, Budget, LiveCount, TICK};
 use super::{
-    client_check, pace, quota_before, quota_over, spawn_worker, Gathered, Outcome, Progress,
+    client_check, pace, quota_before, quota_over, spawn_worker, stages, Gathered, Outcome, Progress,
 };
-use crate::spec::{Requests, Resume, Spec, Target};
+use crate::spec::{Requests, Resume, Spec, Stages, Target};
 use quic::QuicSum;
 use resume::Handshake;
 use setup::{build_requests, client_config, endpoint_for, probe, H3Config, H3Request};
@@ -66,7 +66,8 @@ pub(super) fn run(
     // Open loop (`-R`, `--replay` at a speed): the TCP engine's schedule.
     let pace = pace::connection_pace(spec, &order.due_us);
     let streams = spec.max_concurrent_streams;
-    let budget = Arc::new(Budget::new(spec.requests));
+    let budget = Arc::new(Budget::new(spec.requests.or(stages::budget(spec))));
+    let rate_stages = stages::rate_stages(spec).cloned().map(Arc::new);
     let threads = spec.threads as usize;
     let max = timeout * 2 + Duration::from_secs(1);
     let (tx, rx) = mpsc::channel::<Tick>();
@@ -95,6 +96,7 @@ pub(super) fn run(
             connreqs: spec.connreqs,
             zero_rtt: spec.resume == Resume::ZeroRtt,
             pace,
+            stages: rate_stages.clone(),
             timeout,
             start,
             deadline,
@@ -150,6 +152,9 @@ struct H3Worker {
     /// Open loop: each connection slot sends a request every `pace`, or each request
     /// at its own due time (`pace::due_of`); latency counts from when it was due.
     pace: Option<Duration>,
+    /// Rate stages (`--stages 30s:100,…`): request k is due at the schedule's k-th
+    /// moment.
+    stages: Option<Arc<Stages>>,
     timeout: Duration,
     start: Instant,
     deadline: Option<Instant>,

@@ -77,7 +77,7 @@ pub(super) async fn stream(ctx: Rc<Ctx>, open: Rc<Open>) -> Vec<u64> {
 /// else the slot's next turn (`-R`); `None` in closed loop.
 fn due(w: &H3Worker, open: &Open, ordinal: u64) -> Option<Instant> {
     let pace = w.pace?;
-    if let Some(at) = pace::due_of(w.start, &w.order.due_us, None, ordinal) {
+    if let Some(at) = pace::due_of(w.start, &w.order.due_us, w.stages.as_deref(), ordinal) {
         return Some(at);
     }
     let at = open.due.get();
