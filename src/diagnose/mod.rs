@@ -46,6 +46,17 @@ pub fn diagnose(run: &Run) -> Vec<Finding> {
         })
         .collect();
     explained(&mut found);
+    // A tail no rule explains is a finding only alone: beside another bottleneck (a
+    // blocked worker, a stopped upstream, loss) that bottleneck is where it came from,
+    // and its own finding says the tail's numbers.
+    let other = |f: &Finding| {
+        f.kind == Kind::Bottleneck
+            && !["latency-tail", "concurrency-bound"].contains(&f.id.as_str())
+    };
+    // Loss seen at all (even short of its own mode) is a cause the tail may have.
+    if found.iter().any(|f| other(f) || f.id == "retransmits") {
+        found.retain(|f| f.id != "latency-tail");
+    }
     // The load's concurrency set the rate only when nothing else did: any other
     // bottleneck is what held the requests, and the closed loop's arithmetic a fact.
     if found

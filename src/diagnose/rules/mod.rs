@@ -17,6 +17,7 @@ pub mod profile;
 mod quota;
 mod sockbuf;
 mod stalls;
+mod tails;
 mod udp;
 mod upstream;
 
@@ -102,6 +103,14 @@ pub(super) const ALL: &[Rule] = &[
     Rule {
         id: "server-stalled",
         check: stalls::server_stalled,
+    },
+    Rule {
+        id: "upstream-paused",
+        check: tails::upstream_paused,
+    },
+    Rule {
+        id: "latency-tail",
+        check: tails::latency_tail,
     },
     Rule {
         id: "link-saturated",
@@ -217,6 +226,20 @@ fn stall_lined_up(stall: &Finding) -> bool {
 }
 
 pub(super) const EXPLAINS: &[Explains] = &[
+    // An upstream that stops holds every request passed to it: the front's responses
+    // stop too, and look like the front's own stall.
+    Explains {
+        cause: "upstream-paused",
+        consequence: "event-loop-stall",
+        why: "the requests held at once were those waiting for the stopped upstream, not for the front's event loop",
+        unless: None,
+    },
+    Explains {
+        cause: "upstream-paused",
+        consequence: "server-stalled",
+        why: "the slices without a response lie inside the upstream's stops",
+        unless: None,
+    },
     // The same CPU seen twice: a QUIC server's busy process is the general rule's
     // saturated worker.
     Explains {
