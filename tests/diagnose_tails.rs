@@ -11,7 +11,8 @@
 //!   minimum retransmission timeout.
 //!
 //! Asserted on the fault's events (blocked waits counted, stops seen, responses at the
-//! RTO), and on the scenario's own key moving by its margin with the fix.
+//! RTO), and on the scenario's own key moving by its margin with the fix (checked by
+//! [`lab`] on every run).
 
 mod common;
 
@@ -61,7 +62,9 @@ fn evidence(f: &Value, name: &str) -> f64 {
 }
 
 /// `lab run NAME --fix --param P`, 3 s loads: (before, after), the world built again
-/// (at most twice more) when the host's load made the first bottleneck.
+/// (at most twice more) when the host's load made the first bottleneck, or when the
+/// scenario's key fell short of its margin while the host was busy (a build beside
+/// the world adds slow responses of its own).
 fn lab(name: &str, param: &str) -> Option<(Value, Value)> {
     if !is_root() {
         common::skip_or_fail("the lab needs root (network namespaces)");
@@ -69,11 +72,20 @@ fn lab(name: &str, param: &str) -> Option<(Value, Value)> {
     }
     for attempt in 1..=3 {
         let (before, after) = lab_once(name, param);
+        let busy = [&before, &after].iter().any(|r| {
+            finding(r, "run-queue-delay").is_some() || finding(r, "client-saturated").is_some()
+        });
         match bottlenecks(&before).first() {
             Some(id) if HOST_FINDINGS.contains(&id.as_str()) && attempt < 3 => {
                 eprintln!("{name} {param}: {id} (the host's load), run again");
             }
-            _ => return Some((before, after)),
+            _ => match fix_margin(name, &before, &after) {
+                Err(why) if busy && attempt < 3 => {
+                    eprintln!("{name} {param}: {why}, while the host was busy: run again")
+                }
+                Err(why) => panic!("{name} {param}: {why}"),
+                Ok(()) => return Some((before, after)),
+            },
         }
     }
     None
@@ -112,12 +124,10 @@ fn lab_once(name: &str, param: &str) -> (Value, Value) {
 }
 
 /// The scenario's own check that its fix helped: its key moved by its margin.
-fn fix_helped(name: &str, before: &Value, after: &Value) {
+fn fix_margin(name: &str, before: &Value, after: &Value) -> Result<(), String> {
     let key = loadlens::lab::find(name).unwrap().key;
     let run = |v: &Value| loadlens::run::Run::from_json(&v.to_string()).unwrap();
-    if let Err(why) = key.margin(&run(before), &run(after)) {
-        panic!("{name}: {why}");
-    }
+    key.margin(&run(before), &run(after)).map(|_| ())
 }
 
 /// nginx's worker reading a 32 KiB file with O_DIRECT from a disk held to one read
@@ -156,7 +166,6 @@ fn a_worker_waiting_for_a_slow_disk() {
             "{:?}",
             bottlenecks(&after)
         );
-        fix_helped("slow-disk", &before, &after);
     }
 }
 
@@ -187,7 +196,6 @@ fn an_upstream_that_pauses() {
             "{:?}",
             bottlenecks(&after)
         );
-        fix_helped("upstream-pause", &before, &after);
     }
 }
 
@@ -223,6 +231,5 @@ fn a_lossy_link_is_first() {
             "{:?}",
             bottlenecks(&after)
         );
-        fix_helped("lossy-link", &before, &after);
     }
 }

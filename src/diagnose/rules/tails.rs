@@ -228,3 +228,82 @@ pub(super) fn latency_tail(c: &Ctx) -> Option<Finding> {
     f.fix = "find where the slow requests wait: the per-endpoint table (`--targets`), the upstream's own request log with its times (nginx: `$upstream_response_time` in the log format), `loadlens run --profile` for the server's off-CPU stacks; a lower p99 comes from that path, not from more connections".into();
     Some(f)
 }
+
+#[cfg(test)]
+mod tests {
+    use crate::diagnose::testutil::{fires, fixture, with_mode};
+    use crate::run::{Kind, OffClass};
+
+    /// The upstream-pause Run: the upstream's stops, lined up with the requests they
+    /// held, are the bottleneck; without the stops seen (another class, or none) or
+    /// without the slow requests, nothing; after the fix, nothing.
+    #[test]
+    fn an_upstream_stopped_is_the_tail() {
+        let run = fixture("upstream-pause-before");
+        let found = crate::diagnose::diagnose(&run);
+        let first = found.iter().find(|f| f.kind == Kind::Bottleneck).unwrap();
+        assert_eq!(first.id, "upstream-paused", "{found:?}");
+        assert!(!fires(&fixture("upstream-pause-after"), "upstream-paused"));
+        let mut running = run.clone();
+        for s in running
+            .evidence
+            .as_mut()
+            .unwrap()
+            .offcpu
+            .as_mut()
+            .unwrap()
+            .stalls
+            .iter_mut()
+        {
+            if s.class == Some(OffClass::Stopped) {
+                s.class = Some(OffClass::Idle);
+            }
+        }
+        assert!(!fires(&running, "upstream-paused"));
+        // The stops without requests held by them: fewer slow ones than half the
+        // connections.
+        let mut unheld = run.clone();
+        let mut h = crate::diagnose::testutil::histogram();
+        h.record_n(2_000, 10_000).unwrap();
+        unheld.results.latency = crate::run::LatencySummary::from_histogram(&h, false);
+        assert!(!fires(&unheld, "upstream-paused"));
+    }
+
+    /// A run where nothing saturated and the load's concurrency set the rate: with a
+    /// second mode at 600 ms (12× p50) for 2% of the requests the tail is the finding (the
+    /// closed loop's arithmetic beneath it); with a mode at 4× p50, nothing.
+    #[test]
+    fn a_tail_nothing_explains_is_the_finding() {
+        let run = fixture("few-connections-before");
+        assert!(!fires(&run, "latency-tail"));
+        let n = run.results.latency.count;
+        let mut tail = run.clone();
+        with_mode(&mut tail.results.latency, 600_000, n / 50);
+        let found = crate::diagnose::diagnose(&tail);
+        let first = found.iter().find(|f| f.kind == Kind::Bottleneck);
+        assert_eq!(
+            first.map(|f| f.id.as_str()),
+            Some("latency-tail"),
+            "{found:?}"
+        );
+        let f = first.unwrap();
+        assert!(
+            f.explanation.contains("describes neither"),
+            "{}",
+            f.explanation
+        );
+        let p50 = tail
+            .results
+            .latency
+            .decode()
+            .unwrap()
+            .value_at_quantile(0.5);
+        let mut mild = run.clone();
+        with_mode(&mut mild.results.latency, 4 * p50, n / 50);
+        assert!(!fires(&mild, "latency-tail"));
+        // Beside another bottleneck it is left out.
+        let mut blocked = fixture("blocking-log-before");
+        with_mode(&mut blocked.results.latency, 300_000, n / 50);
+        assert!(!fires(&blocked, "latency-tail"));
+    }
+}
