@@ -133,7 +133,8 @@ fn fix_margin(name: &str, before: &Value, after: &Value) -> Result<(), String> {
 /// nginx's worker reading a 32 KiB file with O_DIRECT from a disk held to one read
 /// every 5 ms and every 100 ms: the worker blocked in disk reads, named with the call
 /// and the file, the fix nginx's `aio threads`; with it the cached file's requests no
-/// longer wait and the finding goes.
+/// longer wait (the scenario's key: those slower than 20 ms, to a fifth at most) and
+/// the finding goes.
 #[test]
 fn a_worker_waiting_for_a_slow_disk() {
     for read_ms in [5, 100] {
@@ -150,8 +151,13 @@ fn a_worker_waiting_for_a_slow_disk() {
         let title = f["title"].as_str().unwrap();
         assert!(title.contains("32k.bin"), "{title}");
         assert!(f["fix"].as_str().unwrap().contains("aio threads"), "{f}");
-        // Counted: the worker blocked in reads again and again.
-        assert!(evidence(f, "times it blocked") >= 10.0, "{f}");
+        // Counted: the worker's sampled states in the read, most of the run (86-99%
+        // here at either end). Not the number of waits: at 100 ms a read the worker
+        // never leaves state D between reads, and the samples see one wait (1-3 of
+        // them, each of seconds), at 5 ms 20 or so.
+        assert!(evidence(f, "times it blocked") >= 1.0, "{f}");
+        assert!(evidence(f, "workers' time blocked in calls") >= 30.0, "{f}");
+        assert!(evidence(f, "time in the top call") >= 900.0, "{f}");
         let off = &before["evidence"]["offcpu"];
         let disk = off["waits"]
             .as_array()

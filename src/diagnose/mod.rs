@@ -12,6 +12,7 @@
 
 pub mod catalog;
 mod ctx;
+mod endpoints;
 pub mod explain;
 mod kinds;
 pub mod path;
@@ -22,10 +23,11 @@ pub(crate) use ctx::Ctx;
 use crate::run::{Fact, Finding, Kind, Run};
 
 pub use explain::explain;
+pub use rules::{FindingId, UnknownFinding};
 
 /// The id of every finding a rule can make, in the order the rules run.
 pub fn rule_ids() -> impl Iterator<Item = &'static str> {
-    rules::ALL.iter().map(|r| r.id)
+    FindingId::ALL.iter().map(|id| id.as_str())
 }
 
 /// Where the requests' time went along their path (the model in [`path`]), with the
@@ -37,11 +39,11 @@ pub fn request_path(run: &Run) -> Option<crate::run::RequestPath> {
 /// Findings for a Run, ranked.
 pub fn diagnose(run: &Run) -> Vec<Finding> {
     let ctx = Ctx::new(run);
-    let mut found: Vec<Finding> = rules::ALL
+    let mut found: Vec<Finding> = rules::ROWS
         .iter()
-        .filter_map(|rule| {
-            let f = (rule.check)(&ctx)?;
-            debug_assert_eq!(f.id, rule.id, "a rule makes the finding of its own id");
+        .filter_map(|row| {
+            let f = (row.check)(&ctx)?;
+            debug_assert!(f.id == row.id, "a rule makes the finding of its own id");
             Some(f)
         })
         .collect();
@@ -51,19 +53,26 @@ pub fn diagnose(run: &Run) -> Vec<Finding> {
     // and its own finding says the tail's numbers.
     let other = |f: &Finding| {
         f.kind == Kind::Bottleneck
-            && !["latency-tail", "concurrency-bound"].contains(&f.id.as_str())
+            && f.id != FindingId::LatencyTail
+            && f.id != FindingId::ConcurrencyBound
     };
     // Loss seen at all (even short of its own mode) is a cause the tail may have.
-    if found.iter().any(|f| other(f) || f.id == "retransmits") {
-        found.retain(|f| f.id != "latency-tail");
+    if found
+        .iter()
+        .any(|f| other(f) || f.id == FindingId::Retransmits)
+    {
+        found.retain(|f| f.id != FindingId::LatencyTail);
     }
     // The load's concurrency set the rate only when nothing else did: any other
     // bottleneck is what held the requests, and the closed loop's arithmetic a fact.
     if found
         .iter()
-        .any(|f| f.kind == Kind::Bottleneck && f.id != "concurrency-bound")
+        .any(|f| f.kind == Kind::Bottleneck && f.id != FindingId::ConcurrencyBound)
     {
-        for f in found.iter_mut().filter(|f| f.id == "concurrency-bound") {
+        for f in found
+            .iter_mut()
+            .filter(|f| f.id == FindingId::ConcurrencyBound)
+        {
             f.kind = Kind::Info;
             f.explanation.push_str(
                 " A bottleneck above held the requests: this is the closed loop's arithmetic, not the cause.",
@@ -73,15 +82,17 @@ pub fn diagnose(run: &Run) -> Vec<Finding> {
     let bottleneck = |f: &Finding, pred: &dyn Fn(&str) -> bool| {
         f.kind == Kind::Bottleneck && pred(f.id.as_str())
     };
-    let is_capacity = |id: &str| rules::CAPACITY.contains(&id);
+    let is_capacity = |id: &str| id.parse().is_ok_and(|id: FindingId| id.row().capacity);
     // A cause on the server's side (not its capacity, not the client).
-    let server_cause = found
-        .iter()
-        .any(|f| bottleneck(f, &|id| id != "client-saturated" && !is_capacity(id)));
+    let server_cause = found.iter().any(|f| {
+        bottleneck(f, &|id| {
+            id != FindingId::ClientSaturated && !is_capacity(id)
+        })
+    });
     let server_full = found.iter().any(|f| bottleneck(f, &is_capacity));
     let client_bound = found
         .iter()
-        .any(|f| bottleneck(f, &|id| id == "client-saturated"));
+        .any(|f| bottleneck(f, &|id| id == FindingId::ClientSaturated));
     // The server's CPU being busy is the consequence of a cause found elsewhere.
     if server_cause {
         for f in found.iter_mut().filter(|f| bottleneck(f, &is_capacity)) {
@@ -90,7 +101,7 @@ pub fn diagnose(run: &Run) -> Vec<Finding> {
     }
     // Most responses were errors: the run measured the error path, and a busy CPU is
     // the cost of answering them, not the server's capacity (the errors come first).
-    if found.iter().any(|f| f.id == "http-errors") {
+    if found.iter().any(|f| f.id == FindingId::HttpErrors) {
         for f in found.iter_mut().filter(|f| bottleneck(f, &is_capacity)) {
             f.kind = Kind::Info;
             f.explanation
@@ -100,7 +111,10 @@ pub fn diagnose(run: &Run) -> Vec<Finding> {
     if client_bound && (server_cause || server_full) {
         // The server had no headroom either: its limit is the finding, the client's
         // saturation a caveat beside it (the numbers are a floor).
-        for f in found.iter_mut().filter(|f| f.id == "client-saturated") {
+        for f in found
+            .iter_mut()
+            .filter(|f| f.id == FindingId::ClientSaturated)
+        {
             f.kind = Kind::Warning;
             f.explanation.push_str(
                 " The server was at a limit of its own too (see the bottleneck above), so that limit, not the client, is the finding; the rates are a floor.",
@@ -108,7 +122,10 @@ pub fn diagnose(run: &Run) -> Vec<Finding> {
         }
     } else if client_bound {
         // The server had headroom: the client set the pace, and comes first.
-        for f in found.iter_mut().filter(|f| f.id != "client-saturated") {
+        for f in found
+            .iter_mut()
+            .filter(|f| f.id != FindingId::ClientSaturated)
+        {
             f.confidence *= 0.7;
             f.explanation
                 .push_str(" (The load generator set the pace of this run: server-side conclusions are limited.)");
@@ -117,110 +134,15 @@ pub fn diagnose(run: &Run) -> Vec<Finding> {
     rank(&mut found);
     one_bottleneck(&mut found, path::model(&ctx).as_ref(), run);
     rank(&mut found);
-    name_the_endpoint(&mut found, run);
+    endpoints::name_the_endpoint(&mut found, run);
     found
 }
 
-/// The endpoints of a mix named as the bottleneck's take together at least this share
-/// of the requests' total time, and each of their requests at least this many times
-/// the other endpoints' mean.
-const ENDPOINT_SHARE: f64 = 0.5;
-const ENDPOINT_SLOWER: f64 = 3.0;
-
-/// The endpoints whose requests waited, slowest first, with their share of the
-/// requests' time and the other endpoints' mean latency (µs): of the splits of the
-/// endpoints by mean latency where the slow ones took [`ENDPOINT_SHARE`] of the time
-/// and the least slow of them is [`ENDPOINT_SLOWER`] times the rest's mean, the one
-/// with the widest such gap. `None` when no split qualifies (the endpoints alike, or a
-/// single one).
-fn slow_endpoints(
-    eps: &[crate::run::EndpointResult],
-) -> Option<(Vec<&crate::run::EndpointResult>, f64, f64)> {
-    let mut by_mean: Vec<_> = eps.iter().filter(|e| e.latency.count > 0).collect();
-    by_mean.sort_by(|a, b| b.latency.mean_us.total_cmp(&a.latency.mean_us));
-    let total: f64 = by_mean.iter().map(|e| e.total_us()).sum();
-    if total <= 0.0 {
-        return None;
-    }
-    // Each split of the endpoints by mean latency that qualifies, with how far its
-    // least slow endpoint stands above the rest's mean: the widest gap is the split.
-    (1..by_mean.len())
-        .filter_map(|k| {
-            let (slow, rest) = by_mean.split_at(k);
-            let rest_n: u64 = rest.iter().map(|e| e.latency.count).sum();
-            let rest_mean = rest.iter().map(|e| e.total_us()).sum::<f64>() / rest_n.max(1) as f64;
-            let share = slow.iter().map(|e| e.total_us()).sum::<f64>() / total;
-            let gap = slow[k - 1].latency.mean_us / rest_mean.max(1e-9);
-            (share >= ENDPOINT_SHARE && gap >= ENDPOINT_SLOWER)
-                .then(|| (gap, (slow.to_vec(), share, rest_mean)))
-        })
-        .max_by(|a, b| a.0.total_cmp(&b.0))
-        .map(|(_, split)| split)
+/// Why `f` follows from a limit in the tier behind it, when it does (its row's
+/// `queue_consequence`): beside a bottleneck it is that bottleneck's consequence.
+fn queue_consequence(f: &Finding) -> Option<&'static str> {
+    FindingId::of(f).and_then(|id| id.row().queue_consequence)
 }
-
-/// A mix's bottleneck names the endpoint(s) whose requests wait in it: the slowest
-/// endpoints that took most of the requests' time, each of their requests far slower
-/// than the rest's ([`slow_endpoints`]).
-fn name_the_endpoint(found: &mut [Finding], run: &Run) {
-    let Some((slow, share, rest_mean)) = slow_endpoints(&run.results.endpoints) else {
-        return;
-    };
-    let Some(f) = found
-        .iter_mut()
-        .find(|f| f.kind == Kind::Bottleneck && f.id != "client-saturated")
-    else {
-        return;
-    };
-    let names: Vec<String> = slow.iter().map(|e| format!("`{}`", e.name)).collect();
-    let names = match names.split_last() {
-        Some((last, [])) => last.clone(),
-        Some((last, init)) => format!("{} and {last}", init.join(", ")),
-        None => return,
-    };
-    f.title.push_str(&format!(
-        " — the requests of {names} ({:.1}% of the requests' time)",
-        100.0 * share
-    ));
-    f.evidence.push(fact(
-        "slow endpoints: share of the requests' time",
-        (1000.0 * share).round() / 10.0,
-        "%",
-    ));
-    for e in &slow {
-        f.evidence.push(fact(
-            &format!("{}: mean latency", e.name),
-            e.latency.mean_us / 1e3,
-            "ms",
-        ));
-    }
-    f.evidence
-        .push(fact("other endpoints: mean latency", rest_mean / 1e3, "ms"));
-    let each: Vec<String> = slow
-        .iter()
-        .map(|e| format!("{:.1} ms", e.latency.mean_us / 1e3))
-        .collect();
-    let whose = if slow.len() == 1 { "its" } else { "their" };
-    f.explanation.push_str(&format!(
-        " Of the mix's endpoints, {names} waited here: {whose} requests took {} each against {:.1} ms for the others', {:.1}% of all the requests' time.",
-        each.join(", "),
-        rest_mean / 1e3,
-        100.0 * share
-    ));
-}
-
-/// Findings that follow from a limit in the tier behind them: the queue in front of
-/// a saturated tier and its overflow, the connections the front opens and retries
-/// while it waits. Beside a bottleneck they are its consequences, whatever their own
-/// confidence.
-const QUEUE_CONSEQUENCES: &[(&str, &str)] = &[
-    ("upstream-saturated", "the requests the upstream's pool could not take waited in its accept queue"),
-    ("listen-queue-overflow", "the requests the saturated tier could not take queued in front of it until its accept queue overflowed"),
-    ("syn-queue-overflow", "the handshakes of connections retried after the accept queue's drops filled the SYN queue"),
-    ("time-wait-connect-cost", "each request the front passed to the slow tier on a new connection left a TIME_WAIT socket, and connect() searched past them"),
-    ("ephemeral-ports-exhausted", "the front opened a connection per request to the slow tier faster than TIME_WAIT freed its ports"),
-    ("retransmits", "the handshakes dropped by the full queue were retransmitted"),
-    ("event-loop-stall", "the front's workers waited on the slow tier"),
-];
 
 /// At most one bottleneck per run: the path's bottleneck tier chooses it among the
 /// bottlenecks found (else the first ranked); every other bottleneck becomes a
@@ -243,10 +165,10 @@ fn one_bottleneck(found: &mut [Finding], model: Option<&crate::run::RequestPath>
     let main = tier
         .and_then(|t| {
             let in_tier = |i: &usize| path::finding_tier(&found[*i], &ups) == Some(t);
-            let symptom = |i: &usize| QUEUE_CONSEQUENCES.iter().any(|(id, _)| *id == found[*i].id);
+            let symptom = |i: &usize| queue_consequence(&found[*i]).is_some();
             // A cause in the tier before a symptom of it (its queue's overflow); the
             // upstream's queue before the overflow it makes.
-            let queue = |i: &usize| found[*i].id == "upstream-saturated";
+            let queue = |i: &usize| found[*i].id == FindingId::UpstreamSaturated;
             (bottlenecks.iter().find(|i| in_tier(i) && !symptom(i)))
                 .or_else(|| bottlenecks.iter().find(|i| in_tier(i) && queue(i)))
                 .or_else(|| bottlenecks.iter().find(|i| in_tier(i)))
@@ -263,27 +185,31 @@ fn one_bottleneck(found: &mut [Finding], model: Option<&crate::run::RequestPath>
     });
     if queued && path::finding_tier(&found[main], &ups) == tier {
         for f in found.iter_mut().filter(|f| f.kind == Kind::Warning) {
-            if let Some((_, why)) = QUEUE_CONSEQUENCES.iter().find(|(id, _)| *id == f.id) {
+            if let Some(why) = queue_consequence(f) {
                 f.kind = Kind::Info;
                 f.explanation
                     .push_str(&format!(" Because of {cause} (above): {why}."));
             }
         }
     }
-    // A limit with evidence of its own the cause cannot produce (the pairwise table's
-    // `unless`: bodies ~40 ms after their heads, a worker seen blocked) stands beside it.
+    // A limit with evidence of its own the cause cannot produce (the `unless` of what
+    // the cause's row explains: bodies ~40 ms after their heads, a worker seen blocked)
+    // stands beside it.
+    let explains = cause
+        .parse()
+        .map_or(&[][..], |id: FindingId| id.row().explains);
     let independent = |f: &Finding| {
-        rules::EXPLAINS
+        explains
             .iter()
-            .any(|e| e.cause == cause && e.consequence == f.id && e.unless.is_some_and(|u| u(f)))
+            .any(|e| f.id == e.consequence && e.unless.is_some_and(|u| u(f)))
     };
     for i in bottlenecks.into_iter().filter(|&i| i != main) {
         let f = &mut found[i];
         if independent(f) {
             continue;
         }
-        match QUEUE_CONSEQUENCES.iter().find(|(id, _)| *id == f.id) {
-            Some((_, why)) => {
+        match queue_consequence(f) {
+            Some(why) => {
                 f.kind = Kind::Info;
                 f.explanation
                     .push_str(&format!(" Because of {cause} (above): {why}."));
@@ -298,21 +224,24 @@ fn one_bottleneck(found: &mut [Finding], model: Option<&crate::run::RequestPath>
     }
 }
 
-/// Demotes each consequence whose cause was found as a bottleneck ([`rules::EXPLAINS`])
-/// to info, saying which cause explains it.
+/// Demotes each consequence of a cause found as a bottleneck (the `explains` of the
+/// cause's row) to info, saying which cause explains it. Each relation is judged on the
+/// rules' own verdicts, before any demotion: a consequence is explained by every cause
+/// the rules found a bottleneck, in the order the rules run.
 fn explained(found: &mut [Finding]) {
-    for e in rules::EXPLAINS {
-        let cause = found
-            .iter()
-            .any(|f| f.id == e.cause && f.kind == Kind::Bottleneck);
-        if !cause {
-            continue;
-        }
-        let explains = |f: &Finding| f.id == e.consequence && !e.unless.is_some_and(|u| u(f));
-        for f in found.iter_mut().filter(|f| explains(f)) {
-            f.kind = Kind::Info;
-            f.explanation
-                .push_str(&format!(" Explained by {} (above): {}.", e.cause, e.why));
+    let causes: Vec<FindingId> = found
+        .iter()
+        .filter(|f| f.kind == Kind::Bottleneck)
+        .filter_map(FindingId::of)
+        .collect();
+    for cause in rules::ROWS.iter().filter(|r| causes.contains(&r.id)) {
+        for e in cause.explains {
+            let explains = |f: &Finding| f.id == e.consequence && !e.unless.is_some_and(|u| u(f));
+            for f in found.iter_mut().filter(|f| explains(f)) {
+                f.kind = Kind::Info;
+                f.explanation
+                    .push_str(&format!(" Explained by {} (above): {}.", cause.id, e.why));
+            }
         }
     }
 }
@@ -322,7 +251,7 @@ fn explained(found: &mut [Finding]) {
 pub fn rank(found: &mut [Finding]) {
     found.sort_by(|a, b| {
         let client_first =
-            |f: &Finding| !(f.id == "client-saturated" && f.kind == Kind::Bottleneck);
+            |f: &Finding| !(f.id == FindingId::ClientSaturated && f.kind == Kind::Bottleneck);
         (client_first(a), a.kind)
             .cmp(&(client_first(b), b.kind))
             .then(b.confidence.total_cmp(&a.confidence))
@@ -392,28 +321,6 @@ mod tests {
 
     fn kind_of(found: &[Finding], id: &str) -> Option<Kind> {
         found.iter().find(|f| f.id == id).map(|f| f.kind)
-    }
-
-    /// Every rule's finding has a long explanation (`loadlens explain ID`), and every
-    /// explanation belongs to a rule: a rule cannot lose its text unnoticed, whether or
-    /// not a lab scenario makes it fire.
-    #[test]
-    fn every_rule_is_explained() {
-        for r in rules::ALL {
-            assert!(explain(r.id).is_some(), "no explanation for {}", r.id);
-        }
-        for (id, line, long) in explain::FINDINGS {
-            assert!(
-                rules::ALL.iter().any(|r| r.id == *id),
-                "explanation of {id}, which no rule makes"
-            );
-            assert!(line.len() > 20 && long.contains("Mechanism:") && long.contains("Fix:"));
-        }
-        for e in rules::EXPLAINS {
-            for id in [e.cause, e.consequence] {
-                assert!(rules::ALL.iter().any(|r| r.id == id), "{id}");
-            }
-        }
     }
 
     /// Regression (the time-wait lab scenario, 1 run in 2): the proxy's worker busy in
@@ -521,56 +428,6 @@ mod tests {
         ];
         let found = diagnose(&run);
         assert!(!found[0].title.contains("`GET /"), "{}", found[0].title);
-    }
-
-    /// The endpoints named at the ends of the rule's range: an endpoint 3× the others'
-    /// mean with half the time is named, just under either bound it is not; two slow
-    /// endpoints are named together; one endpoint far slower than a second slow one
-    /// is named alone.
-    #[test]
-    fn slow_endpoints_at_the_ends_of_their_range() {
-        use crate::run::test_endpoint;
-        let names = |eps: &[crate::run::EndpointResult]| {
-            slow_endpoints(eps)
-                .map(|(s, _, _)| s.iter().map(|e| e.name.clone()).collect::<Vec<_>>())
-        };
-        // 3× the rest's mean, exactly half the time: named.
-        let at = [
-            test_endpoint("GET /a", &[3_000; 100]),
-            test_endpoint("GET /b", &[1_000; 300]),
-        ];
-        assert_eq!(names(&at), Some(vec!["GET /a".to_string()]));
-        // 2.9× (and under half the time): not named.
-        let under = [
-            test_endpoint("GET /a", &[2_900; 100]),
-            test_endpoint("GET /b", &[1_000; 300]),
-        ];
-        assert_eq!(names(&under), None);
-        // 30× the rest's mean but 45% of the time: not named.
-        let small = [
-            test_endpoint("GET /a", &[30_000; 9]),
-            test_endpoint("GET /b", &[1_000; 330]),
-        ];
-        assert_eq!(names(&small), None);
-        // Two slow endpoints behind one upstream, a fast one beside them: both named.
-        let two = [
-            test_endpoint("GET /static", &[400; 800]),
-            test_endpoint("GET /api", &[90_000; 100]),
-            test_endpoint("GET /search", &[80_000; 100]),
-        ];
-        assert_eq!(
-            names(&two),
-            Some(vec!["GET /api".to_string(), "GET /search".to_string()])
-        );
-        // One endpoint far slower than the next: it alone.
-        let one = [
-            test_endpoint("GET /static", &[400; 800]),
-            test_endpoint("GET /api", &[900_000; 100]),
-            test_endpoint("GET /search", &[5_000; 100]),
-        ];
-        assert_eq!(names(&one), Some(vec!["GET /api".to_string()]));
-        // A single endpoint: nothing to tell apart.
-        assert_eq!(names(&at[..1]), None);
     }
 
     /// Two slow endpoints of a mix behind a saturated upstream: the bottleneck's title

@@ -449,6 +449,7 @@ pub fn all() -> Vec<Scenario> {
     .chain(super::time_scenarios::scenarios())
     .chain(super::path_scenarios::scenarios())
     .chain(super::wait_scenarios::scenarios())
+    .chain(super::quic::scenarios())
     .collect()
 }
 
