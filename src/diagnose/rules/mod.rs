@@ -18,6 +18,7 @@ pub mod profile;
 mod quota;
 mod sockbuf;
 mod stalls;
+mod tails;
 mod udp;
 mod upstream;
 
