@@ -1,7 +1,7 @@
 //! CPU and scheduling: saturated or unbalanced workers, run-queue wait, the cost of new
 //! connections, softirq on one CPU.
 
-use super::{already_niced, competitors, fact, finding, ramp, Ctx, FindingId};
+use super::{already_niced, fact, finding, other_work, ramp, Ctx, FindingId};
 use crate::diagnose::kinds::{self, Knob};
 use crate::run::{Finding, Kind};
 
@@ -18,7 +18,8 @@ pub(super) fn run_queue_delay(c: &Ctx) -> Option<Finding> {
     if delay < 100.0 {
         return None;
     }
-    let others = competitors(c, Some(w.last_cpu));
+    // A load generator on the worker's CPU is the sharing the warning names.
+    let others = other_work(c, Some(w.last_cpu));
     let kind = if others.is_empty() {
         Kind::Warning
     } else {
