@@ -16,9 +16,6 @@ pub(super) const GROWS: f64 = 1.25;
 const SATURATED_PCT: f64 = 90.0;
 /// The smallest pool named: `rate × unloaded time` below it is a single server's story.
 const MIN_POOL: f64 = 1.5;
-/// A worker that waited this long for a CPU (ms a second, run-queue-delay's own bar)
-/// shared its CPU with work that wanted it.
-const CPU_WAIT_MS_PER_S: f64 = 100.0;
 /// A worker running or waiting to run this share of its cores' time, while it waited
 /// for a CPU, is not idle between requests waiting for a slot: a CPU holds it.
 const CPU_HELD_PCT: f64 = 75.0;
@@ -181,8 +178,9 @@ pub(super) fn pool_limit(c: &Ctx) -> Option<Finding> {
 /// (a JVM thread waiting 80 ms for a backend spends 0.1 ms of CPU on it), so a busy
 /// host does not hide a pool.
 fn cpu_held(c: &Ctx, procs: &[&crate::run::ProcRates], rate: f64, service_ms: f64) -> bool {
-    let waited =
-        |p: &crate::run::ProcRates| p.run_delay_ms_per_s.unwrap_or(0.0) >= CPU_WAIT_MS_PER_S;
+    let waited = |p: &crate::run::ProcRates| {
+        p.run_delay_ms_per_s.unwrap_or(0.0) >= super::cpu::RUN_DELAY_MS_PER_S
+    };
     if procs
         .iter()
         .any(|p| waited(p) && c.worker_cpu_share(p) >= CPU_HELD_PCT)
