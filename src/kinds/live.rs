@@ -19,6 +19,12 @@ use crate::kinds::Server;
 
 /// How long a reload may take before the server counts as not serving.
 const RELOAD_WAIT: Duration = Duration::from_secs(15);
+/// How long the old workers may drain once new ones run, before the session goes on
+/// without them: they no longer accept (only finish what they hold), and the load's
+/// connections were closed with its end. nginx's old workers at an open-files or
+/// connections limit lingered the whole 15 s at every switch of a tune pair
+/// (`lab tune worker-connections`: 15-17 s per switch in pairs 3-5, < 1 s in 1-2).
+const DRAIN_WAIT: Duration = Duration::from_secs(2);
 
 /// Writes `text` over `path` in place: the same inode (a bind mount, a hard link and
 /// the owner and mode stay), flushed to disk.
@@ -144,10 +150,10 @@ pub fn reload(s: &dyn Server, pid: i32) -> anyhow::Result<()> {
         if (fresh > 0 || before.is_empty()) && old_left == 0 {
             return Ok(());
         }
+        if fresh > 0 && t0.elapsed() > DRAIN_WAIT {
+            return Ok(()); // the old ones are draining
+        }
         if t0.elapsed() > RELOAD_WAIT {
-            if fresh > 0 {
-                return Ok(()); // the old ones are draining
-            }
             bail!(
                 "{} {pid} started no new workers within {} s of its reload signal",
                 s.kind().name(),
