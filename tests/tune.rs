@@ -26,14 +26,18 @@ fn ready() -> bool {
     true
 }
 
-/// `loadlens lab tune NAME ARGS --json FILE`: exit code, stdout, stderr, the Run.
+/// `loadlens lab tune NAME ARGS --json FILE`: exit code, stdout, stderr, the Run. Loads
+/// of 1 s unless ARGS say `-d`: the faults are tenfold, so a second decides as well as
+/// more did (at 1 s, each kept fix's interval began at +410% or more on a busy host,
+/// and the decoy is still reverted), and a session of 11 loads takes ~15 s less
+/// (php-fpm-children: 41 s at 2 s, 26 s at 1 s).
 fn lab_tune(name: &str, args: &[&str]) -> (i32, String, String, Option<Value>) {
     let dir = tempfile::tempdir().unwrap();
     let json = dir.path().join("tune.json");
     let mut cmd = loadlens();
     cmd.args(["lab", "tune", name]);
     if !args.contains(&"-d") {
-        cmd.args(["-d", "2s"]);
+        cmd.args(["-d", "1s"]);
     }
     cmd.arg("--json").arg(&json).args(args);
     let out = output_within(cmd, BOUND);
@@ -53,12 +57,12 @@ fn step(run: &Value) -> &Value {
 }
 
 /// The scenario's fix is found, applied and kept: a significant gain, its interval
-/// printed, the file changed, the server serving.
-fn kept(name: &str, directive: &str) {
+/// printed, the file changed, the server serving. `args` go on to `lab tune`.
+fn kept(name: &str, directive: &str, args: &[&str]) {
     if !ready() {
         return;
     }
-    let (code, out, err, run) = lab_tune(name, &[]);
+    let (code, out, err, run) = lab_tune(name, args);
     let run = run.unwrap_or_else(|| panic!("no JSON; stdout:\n{out}\nstderr:\n{err}"));
     let s = step(&run);
     assert_eq!(code, 0, "stdout:\n{out}\nstderr:\n{err}");
@@ -88,32 +92,35 @@ fn kept(name: &str, directive: &str) {
 
 #[test]
 fn php_fpm_children_fix_is_kept() {
-    kept("php-fpm-children", "pm.max_children");
+    kept("php-fpm-children", "pm.max_children", &[]);
 }
 
 #[test]
 fn php_fpm_socket_fix_is_kept() {
-    kept("php-fpm-socket", "pm.max_children");
+    kept("php-fpm-socket", "pm.max_children", &[]);
 }
 
 #[test]
 fn worker_connections_fix_is_kept() {
-    kept("worker-connections", "worker_connections");
+    kept("worker-connections", "worker_connections", &[]);
 }
 
 #[test]
 fn gzip_level_fix_is_kept() {
-    kept("gzip-cpu", "gzip_comp_level");
+    kept("gzip-cpu", "gzip_comp_level", &[]);
 }
 
 #[test]
 fn upstream_keepalive_fix_is_kept() {
-    kept("time-wait", "keepalive");
+    kept("time-wait", "keepalive", &[]);
 }
 
 #[test]
 fn fd_limit_fix_is_kept() {
-    kept("fd-limit", "worker_rlimit_nofile");
+    // Judged by failed requests (errors<1%), whose share in a short load is the
+    // noisiest objective: at 1 s the new side's spread came to 137% once on a busy host,
+    // near tune's bar for it (2 × the old side's 72% + 5), so this one keeps its 2 s.
+    kept("fd-limit", "worker_rlimit_nofile", &["-d", "2s"]);
 }
 
 /// A change where the limit is not: php-fpm's children set the rate, nginx's read
@@ -183,7 +190,7 @@ fn sigterm_in_a_pair_restores_the_file() {
         return;
     }
     let mut child = loadlens()
-        .args(["lab", "tune", "php-fpm-children", "-d", "2s"])
+        .args(["lab", "tune", "php-fpm-children", "-d", "1s"])
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
         .spawn()
