@@ -160,10 +160,20 @@ impl World {
         Ok(())
     }
 
-    /// Sets a per-namespace sysctl (never a host one).
+    /// Sets a per-namespace sysctl (never a host one), then reads it back: `sysctl -w`
+    /// exits 0 when a namespace refuses a key ("Invalid argument", a key the namespace
+    /// does not own), and a scenario must not believe its fault is in place when it is not.
     pub fn sysctl(&self, ns: &str, key: &str, value: &str) -> anyhow::Result<()> {
-        self.ns_cmd(ns, &["sysctl", "-q", "-w", &format!("{key}={value}")])
-            .map(|_| ())
+        self.ns_cmd(ns, &["sysctl", "-q", "-w", &format!("{key}={value}")])?;
+        let now = self.ns_cmd(ns, &["sysctl", "-n", key])?;
+        if !sysctl_equal(&now, value) {
+            bail!(
+                "sysctl {key}={value} did not take in namespace {ns}: it reads {:?} \
+                 (the kernel refused the value, or this key is not per-namespace here)",
+                now.trim()
+            );
+        }
+        Ok(())
     }
 
     /// Limits what `ns` sends on veth0 with a token bucket (`tc tbf`), like a slower NIC.
@@ -558,4 +568,24 @@ pub fn which(cmd: &str) -> Option<PathBuf> {
             .map(|d| d.join(cmd))
             .find(|p| p.is_file())
     })
+}
+
+/// Whether a sysctl as read back (`sysctl -n`: fields separated by tabs) is the value
+/// written (fields separated by spaces).
+fn sysctl_equal(read: &str, written: &str) -> bool {
+    read.split_whitespace().eq(written.split_whitespace())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::sysctl_equal;
+
+    #[test]
+    fn a_sysctl_reads_back_as_written() {
+        assert!(sysctl_equal("20000\t20049\n", "20000 20049"));
+        assert!(sysctl_equal("10\n", "10"));
+        // Refused: the namespace kept its own value.
+        assert!(!sysctl_equal("4096\n", "10"));
+        assert!(!sysctl_equal("32768\t60999\n", "20000 20049"));
+    }
 }
