@@ -30,6 +30,12 @@ want prlimit util-linux
 [ "$what" = test ] && { [ -e /usr/lib/nginx/modules/ngx_http_echo_module.so ] || need+=(libnginx-mod-http-echo); }
 # HTTP/3 (tests/engine_h3.rs; bench/h3-cost): Caddy serves it by default.
 { [ "$what" = test ] || [ "$what" = bench ]; } && want caddy caddy
+# Server kinds of their own file (tests/kinds.rs): lighttpd in front of uWSGI (its
+# Python plugin), and Tomcat 10.
+[ "$what" = test ] && want lighttpd lighttpd
+[ "$what" = test ] && want uwsgi uwsgi-core
+[ "$what" = test ] && { ls /usr/lib/uwsgi/plugins/python3*_plugin.so >/dev/null 2>&1 || need+=(uwsgi-plugin-python3); }
+[ "$what" = test ] && { [ -e /usr/share/tomcat10/bin/bootstrap.jar ] || need+=(tomcat10); }
 # The HTML report is opened in a real browser by its test.
 [ "$what" = test ] && want chromium chromium
 ls /usr/sbin/php-fpm* >/dev/null 2>&1 || need+=(php-fpm)
@@ -70,7 +76,7 @@ if [ ${#need[@]} -gt 0 ]; then
   if command -v systemctl >/dev/null 2>&1; then
     systemctl disable --now nginx >/dev/null 2>&1 || true
     systemctl disable --now 'php*-fpm' >/dev/null 2>&1 || true
-    systemctl disable --now apache2 haproxy caddy >/dev/null 2>&1 || true
+    systemctl disable --now apache2 haproxy caddy lighttpd tomcat10 >/dev/null 2>&1 || true
     # The remote watch's test starts its own sshd; the packaged one is not needed.
     systemctl disable --now ssh >/dev/null 2>&1 || true
   fi

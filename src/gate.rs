@@ -17,6 +17,7 @@
 //! Pure functions of the Run, like the rules it reads: the same Run is judged the same
 //! by `run`, `merge`, `report` and `compare`.
 
+use crate::diagnose::FindingId;
 use crate::run::{Kind, Run, Trust};
 use crate::slo::Objectives;
 
@@ -29,12 +30,12 @@ const OTHERS_SHARE_OF_MACHINE: f64 = 0.25;
 /// Whether `run`'s evidence can be trusted, and why not.
 pub fn trust(run: &Run) -> Trust {
     let mut reasons = Vec::new();
-    let bottleneck = |id: &str| {
+    let bottleneck = |id: FindingId| {
         run.findings
             .iter()
             .find(|f| f.id == id && f.kind == Kind::Bottleneck)
     };
-    if let Some(f) = bottleneck("client-saturated") {
+    if let Some(f) = bottleneck(FindingId::ClientSaturated) {
         reasons.push(format!("the client saturated: {}", f.title));
     } else if run.client.saturated {
         reasons.push(format!(
@@ -59,7 +60,7 @@ pub fn trust(run: &Run) -> Trust {
             ));
         }
     }
-    if let Some(f) = bottleneck("run-queue-delay") {
+    if let Some(f) = bottleneck(FindingId::RunQueueDelay) {
         let named = others(run, 20.0);
         reasons.push(format!(
             "another process competed for the server's CPU: {}{}",

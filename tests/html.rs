@@ -471,3 +471,58 @@ fn a_sixty_second_profiled_run_is_a_small_page() {
     assert!(size < 300_000, "{size} bytes");
     eprintln!("a 60 s profiled Run: {size} bytes of HTML");
 }
+
+/// A run over HTTP/3 (`lab run udp-receive-buffer`'s, recorded): its QUIC numbers
+/// (handshakes, packets sent and lost, RTT) and the server's UDP evidence (the
+/// counters, Caddy's QUIC socket with its buffer and drops) are on the page, and its
+/// phases name the QUIC handshake, with no TCP connect.
+#[test]
+fn an_http3_run_shows_its_quic_numbers_and_the_udp_evidence() {
+    let path = fixture("udp-receive-buffer-before");
+    let run: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(&path).unwrap()).unwrap();
+    let q = &run["results"]["quic"];
+    let dir = tempfile::tempdir().unwrap();
+    let (html, _) = page(dir.path(), &["report", &path]);
+    let section = html
+        .split("<h2>HTTP/3 (QUIC)</h2>")
+        .nth(1)
+        .unwrap_or_else(|| panic!("no HTTP/3 section"));
+    let section = section.split("<h2>").next().unwrap();
+    for (label, value) in [
+        ("packets sent", q["packets_sent"].to_string()),
+        (
+            "QUIC connections (handshakes completed)",
+            run["results"]["connections_opened"].to_string(),
+        ),
+    ] {
+        assert!(
+            section.contains(&format!("<tr><td>{label}</td><td>{value}")),
+            "{label} {value}: {section}"
+        );
+    }
+    let lost = q["packets_lost"].as_u64().unwrap();
+    assert!(lost > 0);
+    assert!(
+        section.contains(&format!("<td>{lost} (")),
+        "{lost} lost: {section}"
+    );
+    assert!(section.contains("RTT the QUIC stack measured"));
+    let phases = html.split("<h2>Phases</h2>").nth(1).unwrap();
+    let phases = phases.split("</table>").next().unwrap();
+    assert!(phases.contains("<td>QUIC handshake</td>") && !phases.contains("TCP connect"));
+    let udp = html.split("<h2>UDP</h2>").nth(1).expect("no UDP section");
+    let udp = udp.split("<h2>").next().unwrap();
+    let sock = run["evidence"]["window"]["udp"]["sockets"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .max_by_key(|s| s["drops"].as_u64())
+        .unwrap();
+    assert!(
+        udp.contains(&format!("<td>{}</td>", sock["drops"])),
+        "{}: {udp}",
+        sock["drops"]
+    );
+    assert!(udp.contains("RcvbufErrors") && udp.contains("net.core.rmem_max = "));
+}

@@ -189,15 +189,12 @@ pub(super) fn available_cpus() -> u32 {
 
 fn cmd_explain(id: &str) -> anyhow::Result<ExitCode> {
     let text = if id == "list" {
-        crate::diagnose::explain::FINDINGS
-            .iter()
-            .map(|(i, line, _)| format!("{i:<28} {line}\n"))
-            .collect()
+        crate::diagnose::explain::list()
     } else {
-        match crate::diagnose::explain(id) {
-            Some(t) => t,
-            None => anyhow::bail!("unknown finding id `{id}`: `loadlens explain list` shows them"),
-        }
+        let id: crate::diagnose::FindingId = id
+            .parse()
+            .map_err(|e| anyhow::anyhow!("{e} (`loadlens explain list` says what each means)"))?;
+        crate::diagnose::explain::of(id)
     };
     let mut out = std::io::stdout().lock();
     out.write_all(text.as_bytes())?;

@@ -22,10 +22,11 @@ pub(crate) use ctx::Ctx;
 use crate::run::{Fact, Finding, Kind, Run};
 
 pub use explain::explain;
+pub use rules::{FindingId, UnknownFinding};
 
 /// The id of every finding a rule can make, in the order the rules run.
 pub fn rule_ids() -> impl Iterator<Item = &'static str> {
-    rules::ALL.iter().map(|r| r.id)
+    FindingId::ALL.iter().map(|id| id.as_str())
 }
 
 /// Where the requests' time went along their path (the model in [`path`]), with the
@@ -37,11 +38,11 @@ pub fn request_path(run: &Run) -> Option<crate::run::RequestPath> {
 /// Findings for a Run, ranked.
 pub fn diagnose(run: &Run) -> Vec<Finding> {
     let ctx = Ctx::new(run);
-    let mut found: Vec<Finding> = rules::ALL
+    let mut found: Vec<Finding> = rules::ROWS
         .iter()
-        .filter_map(|rule| {
-            let f = (rule.check)(&ctx)?;
-            debug_assert_eq!(f.id, rule.id, "a rule makes the finding of its own id");
+        .filter_map(|row| {
+            let f = (row.check)(&ctx)?;
+            debug_assert!(f.id == row.id, "a rule makes the finding of its own id");
             Some(f)
         })
         .collect();
@@ -50,9 +51,12 @@ pub fn diagnose(run: &Run) -> Vec<Finding> {
     // bottleneck is what held the requests, and the closed loop's arithmetic a fact.
     if found
         .iter()
-        .any(|f| f.kind == Kind::Bottleneck && f.id != "concurrency-bound")
+        .any(|f| f.kind == Kind::Bottleneck && f.id != FindingId::ConcurrencyBound)
     {
-        for f in found.iter_mut().filter(|f| f.id == "concurrency-bound") {
+        for f in found
+            .iter_mut()
+            .filter(|f| f.id == FindingId::ConcurrencyBound)
+        {
             f.kind = Kind::Info;
             f.explanation.push_str(
                 " A bottleneck above held the requests: this is the closed loop's arithmetic, not the cause.",
@@ -62,15 +66,17 @@ pub fn diagnose(run: &Run) -> Vec<Finding> {
     let bottleneck = |f: &Finding, pred: &dyn Fn(&str) -> bool| {
         f.kind == Kind::Bottleneck && pred(f.id.as_str())
     };
-    let is_capacity = |id: &str| rules::CAPACITY.contains(&id);
+    let is_capacity = |id: &str| id.parse().is_ok_and(|id: FindingId| id.row().capacity);
     // A cause on the server's side (not its capacity, not the client).
-    let server_cause = found
-        .iter()
-        .any(|f| bottleneck(f, &|id| id != "client-saturated" && !is_capacity(id)));
+    let server_cause = found.iter().any(|f| {
+        bottleneck(f, &|id| {
+            id != FindingId::ClientSaturated && !is_capacity(id)
+        })
+    });
     let server_full = found.iter().any(|f| bottleneck(f, &is_capacity));
     let client_bound = found
         .iter()
-        .any(|f| bottleneck(f, &|id| id == "client-saturated"));
+        .any(|f| bottleneck(f, &|id| id == FindingId::ClientSaturated));
     // The server's CPU being busy is the consequence of a cause found elsewhere.
     if server_cause {
         for f in found.iter_mut().filter(|f| bottleneck(f, &is_capacity)) {
@@ -79,7 +85,7 @@ pub fn diagnose(run: &Run) -> Vec<Finding> {
     }
     // Most responses were errors: the run measured the error path, and a busy CPU is
     // the cost of answering them, not the server's capacity (the errors come first).
-    if found.iter().any(|f| f.id == "http-errors") {
+    if found.iter().any(|f| f.id == FindingId::HttpErrors) {
         for f in found.iter_mut().filter(|f| bottleneck(f, &is_capacity)) {
             f.kind = Kind::Info;
             f.explanation
@@ -89,7 +95,10 @@ pub fn diagnose(run: &Run) -> Vec<Finding> {
     if client_bound && (server_cause || server_full) {
         // The server had no headroom either: its limit is the finding, the client's
         // saturation a caveat beside it (the numbers are a floor).
-        for f in found.iter_mut().filter(|f| f.id == "client-saturated") {
+        for f in found
+            .iter_mut()
+            .filter(|f| f.id == FindingId::ClientSaturated)
+        {
             f.kind = Kind::Warning;
             f.explanation.push_str(
                 " The server was at a limit of its own too (see the bottleneck above), so that limit, not the client, is the finding; the rates are a floor.",
@@ -97,7 +106,10 @@ pub fn diagnose(run: &Run) -> Vec<Finding> {
         }
     } else if client_bound {
         // The server had headroom: the client set the pace, and comes first.
-        for f in found.iter_mut().filter(|f| f.id != "client-saturated") {
+        for f in found
+            .iter_mut()
+            .filter(|f| f.id != FindingId::ClientSaturated)
+        {
             f.confidence *= 0.7;
             f.explanation
                 .push_str(" (The load generator set the pace of this run: server-side conclusions are limited.)");
@@ -156,7 +168,7 @@ fn name_the_endpoint(found: &mut [Finding], run: &Run) {
     };
     let Some(f) = found
         .iter_mut()
-        .find(|f| f.kind == Kind::Bottleneck && f.id != "client-saturated")
+        .find(|f| f.kind == Kind::Bottleneck && f.id != FindingId::ClientSaturated)
     else {
         return;
     };
@@ -197,19 +209,11 @@ fn name_the_endpoint(found: &mut [Finding], run: &Run) {
     ));
 }
 
-/// Findings that follow from a limit in the tier behind them: the queue in front of
-/// a saturated tier and its overflow, the connections the front opens and retries
-/// while it waits. Beside a bottleneck they are its consequences, whatever their own
-/// confidence.
-const QUEUE_CONSEQUENCES: &[(&str, &str)] = &[
-    ("upstream-saturated", "the requests the upstream's pool could not take waited in its accept queue"),
-    ("listen-queue-overflow", "the requests the saturated tier could not take queued in front of it until its accept queue overflowed"),
-    ("syn-queue-overflow", "the handshakes of connections retried after the accept queue's drops filled the SYN queue"),
-    ("time-wait-connect-cost", "each request the front passed to the slow tier on a new connection left a TIME_WAIT socket, and connect() searched past them"),
-    ("ephemeral-ports-exhausted", "the front opened a connection per request to the slow tier faster than TIME_WAIT freed its ports"),
-    ("retransmits", "the handshakes dropped by the full queue were retransmitted"),
-    ("event-loop-stall", "the front's workers waited on the slow tier"),
-];
+/// Why `f` follows from a limit in the tier behind it, when it does (its row's
+/// `queue_consequence`): beside a bottleneck it is that bottleneck's consequence.
+fn queue_consequence(f: &Finding) -> Option<&'static str> {
+    FindingId::of(f).and_then(|id| id.row().queue_consequence)
+}
 
 /// At most one bottleneck per run: the path's bottleneck tier chooses it among the
 /// bottlenecks found (else the first ranked); every other bottleneck becomes a
@@ -232,10 +236,10 @@ fn one_bottleneck(found: &mut [Finding], model: Option<&crate::run::RequestPath>
     let main = tier
         .and_then(|t| {
             let in_tier = |i: &usize| path::finding_tier(&found[*i], &ups) == Some(t);
-            let symptom = |i: &usize| QUEUE_CONSEQUENCES.iter().any(|(id, _)| *id == found[*i].id);
+            let symptom = |i: &usize| queue_consequence(&found[*i]).is_some();
             // A cause in the tier before a symptom of it (its queue's overflow); the
             // upstream's queue before the overflow it makes.
-            let queue = |i: &usize| found[*i].id == "upstream-saturated";
+            let queue = |i: &usize| found[*i].id == FindingId::UpstreamSaturated;
             (bottlenecks.iter().find(|i| in_tier(i) && !symptom(i)))
                 .or_else(|| bottlenecks.iter().find(|i| in_tier(i) && queue(i)))
                 .or_else(|| bottlenecks.iter().find(|i| in_tier(i)))
@@ -252,27 +256,31 @@ fn one_bottleneck(found: &mut [Finding], model: Option<&crate::run::RequestPath>
     });
     if queued && path::finding_tier(&found[main], &ups) == tier {
         for f in found.iter_mut().filter(|f| f.kind == Kind::Warning) {
-            if let Some((_, why)) = QUEUE_CONSEQUENCES.iter().find(|(id, _)| *id == f.id) {
+            if let Some(why) = queue_consequence(f) {
                 f.kind = Kind::Info;
                 f.explanation
                     .push_str(&format!(" Because of {cause} (above): {why}."));
             }
         }
     }
-    // A limit with evidence of its own the cause cannot produce (the pairwise table's
-    // `unless`: bodies ~40 ms after their heads, a worker seen blocked) stands beside it.
+    // A limit with evidence of its own the cause cannot produce (the `unless` of what
+    // the cause's row explains: bodies ~40 ms after their heads, a worker seen blocked)
+    // stands beside it.
+    let explains = cause
+        .parse()
+        .map_or(&[][..], |id: FindingId| id.row().explains);
     let independent = |f: &Finding| {
-        rules::EXPLAINS
+        explains
             .iter()
-            .any(|e| e.cause == cause && e.consequence == f.id && e.unless.is_some_and(|u| u(f)))
+            .any(|e| f.id == e.consequence && e.unless.is_some_and(|u| u(f)))
     };
     for i in bottlenecks.into_iter().filter(|&i| i != main) {
         let f = &mut found[i];
         if independent(f) {
             continue;
         }
-        match QUEUE_CONSEQUENCES.iter().find(|(id, _)| *id == f.id) {
-            Some((_, why)) => {
+        match queue_consequence(f) {
+            Some(why) => {
                 f.kind = Kind::Info;
                 f.explanation
                     .push_str(&format!(" Because of {cause} (above): {why}."));
@@ -287,21 +295,24 @@ fn one_bottleneck(found: &mut [Finding], model: Option<&crate::run::RequestPath>
     }
 }
 
-/// Demotes each consequence whose cause was found as a bottleneck ([`rules::EXPLAINS`])
-/// to info, saying which cause explains it.
+/// Demotes each consequence of a cause found as a bottleneck (the `explains` of the
+/// cause's row) to info, saying which cause explains it. Each relation is judged on the
+/// rules' own verdicts, before any demotion: a consequence is explained by every cause
+/// the rules found a bottleneck, in the order the rules run.
 fn explained(found: &mut [Finding]) {
-    for e in rules::EXPLAINS {
-        let cause = found
-            .iter()
-            .any(|f| f.id == e.cause && f.kind == Kind::Bottleneck);
-        if !cause {
-            continue;
-        }
-        let explains = |f: &Finding| f.id == e.consequence && !e.unless.is_some_and(|u| u(f));
-        for f in found.iter_mut().filter(|f| explains(f)) {
-            f.kind = Kind::Info;
-            f.explanation
-                .push_str(&format!(" Explained by {} (above): {}.", e.cause, e.why));
+    let causes: Vec<FindingId> = found
+        .iter()
+        .filter(|f| f.kind == Kind::Bottleneck)
+        .filter_map(FindingId::of)
+        .collect();
+    for cause in rules::ROWS.iter().filter(|r| causes.contains(&r.id)) {
+        for e in cause.explains {
+            let explains = |f: &Finding| f.id == e.consequence && !e.unless.is_some_and(|u| u(f));
+            for f in found.iter_mut().filter(|f| explains(f)) {
+                f.kind = Kind::Info;
+                f.explanation
+                    .push_str(&format!(" Explained by {} (above): {}.", cause.id, e.why));
+            }
         }
     }
 }
@@ -311,7 +322,7 @@ fn explained(found: &mut [Finding]) {
 pub fn rank(found: &mut [Finding]) {
     found.sort_by(|a, b| {
         let client_first =
-            |f: &Finding| !(f.id == "client-saturated" && f.kind == Kind::Bottleneck);
+            |f: &Finding| !(f.id == FindingId::ClientSaturated && f.kind == Kind::Bottleneck);
         (client_first(a), a.kind)
             .cmp(&(client_first(b), b.kind))
             .then(b.confidence.total_cmp(&a.confidence))
@@ -381,28 +392,6 @@ mod tests {
 
     fn kind_of(found: &[Finding], id: &str) -> Option<Kind> {
         found.iter().find(|f| f.id == id).map(|f| f.kind)
-    }
-
-    /// Every rule's finding has a long explanation (`loadlens explain ID`), and every
-    /// explanation belongs to a rule: a rule cannot lose its text unnoticed, whether or
-    /// not a lab scenario makes it fire.
-    #[test]
-    fn every_rule_is_explained() {
-        for r in rules::ALL {
-            assert!(explain(r.id).is_some(), "no explanation for {}", r.id);
-        }
-        for (id, line, long) in explain::FINDINGS {
-            assert!(
-                rules::ALL.iter().any(|r| r.id == *id),
-                "explanation of {id}, which no rule makes"
-            );
-            assert!(line.len() > 20 && long.contains("Mechanism:") && long.contains("Fix:"));
-        }
-        for e in rules::EXPLAINS {
-            for id in [e.cause, e.consequence] {
-                assert!(rules::ALL.iter().any(|r| r.id == id), "{id}");
-            }
-        }
     }
 
     /// Regression (the time-wait lab scenario, 1 run in 2): the proxy's worker busy in

@@ -13,7 +13,8 @@
 //! Run, like the rules (Menascé & Almeida, *Capacity Planning for Web Services*, ch. 3:
 //! Little's law and the utilisation law per resource).
 
-use super::Ctx;
+use super::rules::Tier;
+use super::{Ctx, FindingId};
 use crate::run::{PathTier, Probe, ProcRates, RequestPath, Role};
 
 /// A tier whose busiest resource is at or past this share is used up.
@@ -320,13 +321,13 @@ pub fn finding_tier(f: &crate::run::Finding, upstream_addrs: &[String]) -> Optio
                 .iter()
                 .any(|a| !a.is_empty() && f.title.contains(a.as_str()))
     };
-    Some(match f.id.as_str() {
-        "client-saturated" | "concurrency-bound" | "client-receive-window" => CLIENT,
-        "link-saturated" | "retransmits" | "conntrack-full" | "softirq-concentrated" => NETWORK,
-        "upstream-saturated" | "small-proxy-buffers" => UPSTREAM,
-        "pool-limit" | "listen-queue-overflow" | "syn-queue-overflow" if in_upstream() => UPSTREAM,
-        "ephemeral-ports-exhausted" | "time-wait-connect-cost" => UPSTREAM,
-        _ => FRONT,
+    let tier = FindingId::of(f).map_or(Tier::Front, |id| id.row().tier);
+    Some(match tier {
+        Tier::Client => CLIENT,
+        Tier::Network => NETWORK,
+        Tier::Upstream => UPSTREAM,
+        Tier::UpstreamIfNamed if in_upstream() => UPSTREAM,
+        Tier::UpstreamIfNamed | Tier::Front => FRONT,
     })
 }
 

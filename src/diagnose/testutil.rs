@@ -11,8 +11,10 @@ pub fn fixture(name: &str) -> Run {
     Run::from_json(&std::fs::read_to_string(&p).unwrap_or_else(|e| panic!("{p}: {e}"))).unwrap()
 }
 
-/// Whether the diagnosis of `run` has a finding `id` (of any kind).
+/// Whether the diagnosis of `run` has a finding `id` (of any kind). An id no rule
+/// makes fails the test (a misspelt id would never fire, and `!fires` would pass).
 pub fn fires(run: &Run, id: &str) -> bool {
+    let id: super::FindingId = id.parse().unwrap_or_else(|e| panic!("{e}"));
     super::diagnose(run).iter().any(|f| f.id == id)
 }
 

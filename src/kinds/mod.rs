@@ -13,9 +13,12 @@
 pub mod apache;
 pub mod caddy;
 pub mod haproxy;
+pub mod lighttpd;
 pub mod live;
 pub mod nginx;
 pub mod php_fpm;
+pub mod tomcat;
+pub mod uwsgi;
 
 use std::ops::Range;
 use std::path::{Path, PathBuf};
@@ -64,6 +67,12 @@ pub struct Found {
 /// What `tune` asks of a server kind.
 pub trait Server: Sync {
     fn kind(&self) -> ServerKind;
+    /// Whether a process whose executable's file name is `exe` (`lighttpd`, `java`)
+    /// and whose command line is `args` is this kind, where the kind's file says how
+    /// to tell ([`recognise`]; the older kinds are told by `ServerKind::from_executable`).
+    fn recognises(&self, _exe: &str, _args: &[String]) -> bool {
+        false
+    }
     /// The main config file process `pid` was started with.
     fn config_file(&self, pid: i32) -> anyhow::Result<PathBuf>;
     /// The files the main one includes that hold directives too (php-fpm's `pool.d`),
@@ -105,16 +114,32 @@ pub trait Server: Sync {
     }
 }
 
+/// The registry: every server kind with a file of its own, one line each.
+static ALL: &[&dyn Server] = &[
+    &nginx::Nginx,
+    &php_fpm::PhpFpm,
+    &apache::Apache,
+    &haproxy::Haproxy,
+    &caddy::Caddy,
+    &lighttpd::Lighttpd,
+    &uwsgi::Uwsgi,
+    &tomcat::Tomcat,
+];
+
 /// The server kind loadlens can change, or `None`.
 pub fn of(kind: ServerKind) -> Option<&'static dyn Server> {
-    match kind {
-        ServerKind::Nginx => Some(&nginx::Nginx),
-        ServerKind::PhpFpm => Some(&php_fpm::PhpFpm),
-        ServerKind::Apache => Some(&apache::Apache),
-        ServerKind::Haproxy => Some(&haproxy::Haproxy),
-        ServerKind::Caddy => Some(&caddy::Caddy),
-        _ => None,
-    }
+    ALL.iter().copied().find(|s| s.kind() == kind)
+}
+
+/// The kind of a process from its executable (`/usr/sbin/lighttpd`) and command line:
+/// a kind whose file recognises it (a `java` running Tomcat's main class is Tomcat),
+/// else what the executable's name says.
+pub fn recognise(exe: &str, args: &[String]) -> ServerKind {
+    let name = exe.rsplit('/').next().unwrap_or(exe);
+    let name = name.strip_suffix(" (deleted)").unwrap_or(name);
+    ALL.iter()
+        .find(|s| s.recognises(name, args))
+        .map_or_else(|| ServerKind::from_executable(exe), |s| s.kind())
 }
 
 /// The occurrences of directive `name` in `text` whose value contains `matching`.

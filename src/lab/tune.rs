@@ -12,6 +12,7 @@ use std::time::Duration;
 use anyhow::Context;
 
 use super::world::World;
+use crate::diagnose::FindingId;
 
 /// How to run `lab tune`.
 pub struct TuneOptions {
@@ -38,8 +39,8 @@ pub struct TuneOptions {
 /// (listen-backlog's fix, measured: neither rate nor p99 gains — p99 ×10 worse with
 /// 4096 connections queued instead of 10 — and tune reverts it.)
 pub fn objective(expected_finding: &str) -> Option<&'static str> {
-    match expected_finding {
-        "connection-limit" | "fd-limit" => Some("errors<1%"),
+    match expected_finding.parse() {
+        Ok(FindingId::ConnectionLimit | FindingId::FdLimit) => Some("errors<1%"),
         _ => None,
     }
 }

@@ -10,6 +10,7 @@ use std::fmt::Write;
 mod compare;
 mod history;
 mod machine;
+mod quic;
 mod sweep;
 mod time;
 
@@ -135,8 +136,10 @@ pub fn page(run: &Run) -> String {
     time::slices(&mut o, run);
     spectrum(&mut o, run);
     phases(&mut o, run);
+    quic::quic(&mut o, run);
     machine::machine(&mut o, run);
     machine::tcp_counters(&mut o, run);
+    quic::udp(&mut o, run);
     server_config(&mut o, run);
     profile(&mut o, run);
     time::time(&mut o, run);
@@ -354,9 +357,18 @@ fn phases(o: &mut String, run: &Run) {
         "<h2>Phases</h2><p>Name lookup (once): {}.</p><table><tr><th>phase</th><th>count</th><th>p50</th><th>p99</th><th>max</th></tr>",
         fmt_us(p.dns_us as f64)
     );
+    // QUIC has no TCP connect: its handshake (TLS 1.3 inside QUIC) is the set-up.
+    let quic = run.results.quic.is_some();
     let rows = [
-        ("TCP connect", Some(&p.connect)),
-        ("TLS handshake", p.tls_handshake.as_ref()),
+        ("TCP connect", (!quic).then_some(&p.connect)),
+        (
+            if quic {
+                "QUIC handshake"
+            } else {
+                "TLS handshake"
+            },
+            p.tls_handshake.as_ref(),
+        ),
         ("time to first byte", Some(&p.ttfb)),
         ("body", Some(&p.body)),
     ];

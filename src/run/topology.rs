@@ -30,6 +30,10 @@ pub struct Topology {
     /// recorded before other servers were read.)
     #[serde(default, alias = "nginx")]
     pub config: Option<ServerConfig>,
+    /// The upstream's configuration, where loadlens has a reader for its kind (uWSGI's
+    /// ini, Tomcat's server.xml): the current value of the knob a fix names.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub upstream_config: Option<ServerConfig>,
 }
 
 /// One watched server process.
@@ -187,6 +191,13 @@ pub enum ServerKind {
     Node,
     /// A JVM (Tomcat, Jetty, the JDK's HttpServer…), from the `java` executable.
     Java,
+    /// lighttpd (`kinds/lighttpd.rs`).
+    Lighttpd,
+    /// uWSGI (`kinds/uwsgi.rs`).
+    Uwsgi,
+    /// Apache Tomcat: a JVM whose command line runs `org.apache.catalina…`
+    /// (`kinds/tomcat.rs`).
+    Tomcat,
     #[default]
     Unknown,
 }
@@ -226,6 +237,9 @@ impl ServerKind {
             ServerKind::Caddy => "Caddy",
             ServerKind::Node => "Node.js",
             ServerKind::Java => "the JVM",
+            ServerKind::Lighttpd => "lighttpd",
+            ServerKind::Uwsgi => "uWSGI",
+            ServerKind::Tomcat => "Tomcat",
             ServerKind::Unknown => "the server",
         }
     }

@@ -239,6 +239,61 @@ impl Diag {
         Ok(out)
     }
 
+    /// The established TCP connections (IPv4 and IPv6) of the sockets `inodes`: each
+    /// one's local and remote address. Each family's dump walks the kernel's whole
+    /// established hash: the watch asks this once a second at most.
+    pub fn tcp_connections_of(
+        &mut self,
+        inodes: &std::collections::BTreeSet<u64>,
+    ) -> io::Result<Vec<(std::net::SocketAddr, std::net::SocketAddr)>> {
+        let mut out = Vec::new();
+        for family in [AF_INET, AF_INET6] {
+            let req = tcp_dump(family, StateFlags::ESTABLISHED, ExtensionFlags::empty());
+            self.dump(req, |m| {
+                let SockDiagMessage::InetResponse(r) = m else {
+                    return;
+                };
+                if !inodes.contains(&(r.header.inode as u64)) {
+                    return;
+                }
+                let id = &r.header.socket_id;
+                out.push((
+                    std::net::SocketAddr::new(id.source_address, id.source_port),
+                    std::net::SocketAddr::new(id.destination_address, id.destination_port),
+                ));
+            })?;
+        }
+        Ok(out)
+    }
+
+    /// Every connected unix socket: its inode, its peer's inode and its name (an
+    /// accepted socket carries its listener's path: the end of a connection that a
+    /// server accepted names the server's socket).
+    pub fn unix_connected(&mut self) -> io::Result<Vec<(u64, u64, String)>> {
+        let mut out = Vec::new();
+        let req = SockDiagMessage::UnixRequest(UnixRequest {
+            state_flags: unix::StateFlags::ESTABLISHED,
+            inode: 0,
+            show_flags: ShowFlags::NAME | ShowFlags::PEER,
+            cookie: [0xff; 8],
+        });
+        self.dump(req, |m| {
+            if let SockDiagMessage::UnixResponse(r) = m {
+                let mut peer = 0;
+                let mut name = String::new();
+                for nla in &r.nlas {
+                    match nla {
+                        unix::nlas::Nla::Name(n) => name = n.clone(),
+                        unix::nlas::Nla::Peer(p) => peer = *p as u64,
+                        _ => {}
+                    }
+                }
+                out.push((r.header.inode as u64, peer, name));
+            }
+        })?;
+        Ok(out)
+    }
+
     /// Unix stream listeners (with a path or an abstract name).
     pub fn unix_listeners(&mut self) -> io::Result<Vec<Listener>> {
         let mut out = Vec::new();

@@ -12,6 +12,7 @@ use anyhow::{bail, Context};
 use std::sync::Arc;
 
 use super::live::Host;
+use crate::diagnose::FindingId;
 use crate::kinds::{self, Server};
 use crate::run::{Fact, Finding, Role, Run, ServerKind, Tier, TuneEdit};
 
@@ -243,8 +244,9 @@ pub fn plan(run: &Run, f: &Finding, ask: &Ask) -> anyhow::Result<Plan> {
         )))
     };
     let mut c = Change::new(&f.id, String::new(), f.evidence.clone());
-    match f.id.as_str() {
-        "upstream-saturated" => {
+    let id = FindingId::of(f);
+    match id {
+        Some(FindingId::UpstreamSaturated) => {
             let Some(t) = Target::find(run, ServerKind::PhpFpm, &ask.host) else {
                 return none("the upstream is not a php-fpm loadlens watches");
             };
@@ -286,11 +288,11 @@ pub fn plan(run: &Run, f: &Finding, ask: &Ask) -> anyhow::Result<Plan> {
                 }
             }
         }
-        "connection-limit" | "fd-limit" => {
+        Some(FindingId::ConnectionLimit | FindingId::FdLimit) => {
             let t = Target::front(run, &ask.host)?;
             let want = pow2_at_least(conns * 4).max(4096);
-            let done = match (t.server.kind(), f.id.as_str()) {
-                (ServerKind::Nginx, "fd-limit") => {
+            let done = match (t.server.kind(), id) {
+                (ServerKind::Nginx, Some(FindingId::FdLimit)) => {
                     c.reason = format!("{conns} connections need as many open files in a worker (and more for upstreams and logs): worker_rlimit_nofile {}", want * 2);
                     c.set(&t, "worker_rlimit_nofile", None, &(want * 2).to_string())?
                         || c.add(&t, "", "worker_rlimit_nofile", &(want * 2).to_string())?
@@ -312,7 +314,7 @@ pub fn plan(run: &Run, f: &Finding, ask: &Ask) -> anyhow::Result<Plan> {
                 return none("the directive is not written in the server's config file");
             }
         }
-        "listen-queue-overflow" => {
+        Some(FindingId::ListenQueueOverflow) => {
             let t = Target::front(run, &ask.host)?;
             let want = pow2_at_least(conns * 2).max(4096);
             let ns_pid = t.pid;
@@ -367,7 +369,7 @@ pub fn plan(run: &Run, f: &Finding, ask: &Ask) -> anyhow::Result<Plan> {
                 );
             }
         }
-        "ephemeral-ports-exhausted" | "time-wait-connect-cost" => {
+        Some(FindingId::EphemeralPortsExhausted | FindingId::TimeWaitConnectCost) => {
             let t = Target::front(run, &ask.host)?;
             if t.server.kind() != ServerKind::Nginx {
                 return none("upstream keep-alive is typed for nginx only");
@@ -403,7 +405,7 @@ pub fn plan(run: &Run, f: &Finding, ask: &Ask) -> anyhow::Result<Plan> {
                 "1000000",
             )?;
         }
-        "server-cpu-saturated" | "compression-cpu" => {
+        Some(FindingId::ServerCpuSaturated | FindingId::CompressionCpu) => {
             let t = Target::front(run, &ask.host)?;
             let level = c
                 .current(&t, "gzip_comp_level", None)
@@ -416,7 +418,7 @@ pub fn plan(run: &Run, f: &Finding, ask: &Ask) -> anyhow::Result<Plan> {
                 _ => return none("no compression level to lower in the server's config"),
             }
         }
-        "small-proxy-buffers" => {
+        Some(FindingId::SmallProxyBuffers) => {
             let t = Target::front(run, &ask.host)?;
             if c.current(&t, "proxy_buffers", None).is_none() {
                 return none("proxy_buffers is not written in nginx's config file");

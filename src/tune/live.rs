@@ -99,7 +99,9 @@ pub fn serving(url: &str) -> anyhow::Result<u16> {
     };
     let t0 = Instant::now();
     let mut last = String::new();
-    while t0.elapsed() < Duration::from_secs(8) {
+    // A worker just reloaded may still be taking over a full accept queue (fd-limit once
+    // gave a 3 s read timeout after the reload, in a full suite): room for a few tries.
+    while t0.elapsed() < Duration::from_secs(20) {
         let attempt = || -> anyhow::Result<u16> {
             let mut c = std::net::TcpStream::connect_timeout(&addr, Duration::from_secs(2))?;
             if https {

@@ -462,7 +462,11 @@ fn prove(
         };
     }
     let gain = gain_of(&st.pairs);
-    let spread_ok = gain.spread_new_pct <= 2.0 * gain.spread_old_pct + 5.0;
+    // The new side's repetitions may vary more than the old's only by what the gain
+    // dwarfs: gzip level 9 → 1 ran 115/s ± 1.0% before and 1,114–1,308/s (± 7.6%) after,
+    // a gain of +880% at its interval's low end, which no spread of 7.6% can hide.
+    let spread_ok = gain.spread_new_pct <= 2.0 * gain.spread_old_pct + 5.0
+        || gain.low_pct >= 4.0 * gain.spread_new_pct;
     let significant = gain.low_pct > opts.min_gain_pct;
     st.gain = Some(gain.clone());
     let interval = format!(

@@ -5,7 +5,7 @@
 use std::collections::{BTreeMap, BTreeSet};
 use std::net::{IpAddr, SocketAddr};
 
-use crate::run::{Listener, Role, ServerKind, ServerProcess, Tier, Topology};
+use crate::run::{Listener, Role, ServerProcess, Tier, Topology};
 use crate::sys::procfs::all_pid_stats;
 use crate::sys::sockdiag::Diag;
 
@@ -45,7 +45,7 @@ pub fn hinted(hints: &Hints, warnings: &mut Vec<String>) -> BTreeSet<i32> {
 }
 
 /// Every process: pid → (ppid, comm).
-fn all_processes() -> BTreeMap<i32, (i32, String)> {
+pub(super) fn all_processes() -> BTreeMap<i32, (i32, String)> {
     all_pid_stats()
         .into_iter()
         .map(|(pid, s)| (pid, (s.ppid, s.comm)))
@@ -77,7 +77,7 @@ pub fn is_local(ip: IpAddr) -> bool {
 /// the IPv4-mapped `[::ffff:127.0.0.1]` (the JVM's default, and any server opening one
 /// dual-stack socket) serves `127.0.0.1`. A wildcard (`0.0.0.0`, `[::]`) serves any
 /// address of its family, and `[::]` IPv4 ones too unless it is `IPV6_V6ONLY`.
-fn listener_matches(l: &Listener, target: SocketAddr) -> bool {
+pub(super) fn listener_matches(l: &Listener, target: SocketAddr) -> bool {
     let Ok(a) = l.addr.parse::<SocketAddr>() else {
         return false;
     };
@@ -189,7 +189,7 @@ pub fn discover(
     let chosen: BTreeSet<i32> = front.union(&upstream).copied().collect();
 
     // Unix listeners the watched processes hold (php-fpm's socket, for example).
-    if let (Some(d), false) = (diag, topo.processes.is_empty()) {
+    if let (Some(d), false) = (diag.as_deref_mut(), topo.processes.is_empty()) {
         let mut held = BTreeSet::new();
         for p in &chosen {
             held.extend(socket_inodes(*p).unwrap_or_default());
@@ -204,6 +204,12 @@ pub fn discover(
         }
     }
 
+    // Upstreams the front is connected to now, whatever its kind and configuration.
+    if let (Some(d), false) = (diag, topo.processes.is_empty()) {
+        super::reached::add_reached(&mut topo, d, target.port());
+    }
+
+    read_upstream_config(&mut topo, &mut warnings);
     topo.summary = summarize(&topo, target);
     if topo.processes.is_empty() {
         let why = if topo.listeners.is_empty() {
@@ -224,14 +230,14 @@ pub fn discover(
 
 /// Which processes hold which sockets, read once per process on first use.
 #[derive(Default)]
-struct Holders {
+pub(super) struct Holders {
     inodes: Option<BTreeMap<i32, BTreeSet<u64>>>,
     unreadable: usize,
 }
 
 impl Holders {
     /// The processes holding any of `wanted`.
-    fn holding(&mut self, wanted: &BTreeSet<u64>) -> BTreeSet<i32> {
+    pub(super) fn holding(&mut self, wanted: &BTreeSet<u64>) -> BTreeSet<i32> {
         if wanted.is_empty() {
             return BTreeSet::new();
         }
@@ -256,7 +262,10 @@ impl Holders {
 }
 
 /// `roots` and their children (a master's workers: nginx workers, php-fpm children).
-fn with_children(roots: &BTreeSet<i32>, procs: &BTreeMap<i32, (i32, String)>) -> BTreeSet<i32> {
+pub(super) fn with_children(
+    roots: &BTreeSet<i32>,
+    procs: &BTreeMap<i32, (i32, String)>,
+) -> BTreeSet<i32> {
     let mut out = roots.clone();
     out.extend(
         procs
@@ -267,7 +276,7 @@ fn with_children(roots: &BTreeSet<i32>, procs: &BTreeMap<i32, (i32, String)>) ->
     out
 }
 
-fn push_processes(
+pub(super) fn push_processes(
     topo: &mut Topology,
     pids: &BTreeSet<i32>,
     tier: Tier,
@@ -296,7 +305,10 @@ fn push_processes(
             pid: *pid,
             ppid: *ppid,
             comm: comm.clone(),
-            kind: ServerKind::from_executable(&exe),
+            kind: crate::kinds::recognise(
+                &exe,
+                &crate::sys::procfs::read_cmdline(*pid).unwrap_or_default(),
+            ),
             role,
             tier,
         });
@@ -315,6 +327,23 @@ fn read_config(topo: &mut Topology, warnings: &mut Vec<String>) {
     };
     match super::configs::read(m.kind, m.pid) {
         Ok(cfg) => topo.config = Some(cfg),
+        Err(e) => warnings.push(format!("{} configuration not read: {e}", m.kind.name())),
+    }
+}
+
+/// The upstream's configuration, from its master (or its only process), when loadlens
+/// has a reader for its kind.
+pub fn read_upstream_config(topo: &mut Topology, warnings: &mut Vec<String>) {
+    if topo.upstream_config.is_some() {
+        return;
+    }
+    let Some(m) = topo.processes.iter().find(|p| {
+        p.tier == Tier::Upstream && p.role != Role::Worker && super::configs::readable(p.kind)
+    }) else {
+        return;
+    };
+    match super::configs::read(m.kind, m.pid) {
+        Ok(cfg) => topo.upstream_config = Some(cfg),
         Err(e) => warnings.push(format!("{} configuration not read: {e}", m.kind.name())),
     }
 }
@@ -349,7 +378,7 @@ fn upstream_listeners(d: &mut Diag, addr: &str) -> std::io::Result<Vec<Listener>
         .collect())
 }
 
-fn summarize(t: &Topology, target: SocketAddr) -> String {
+pub(super) fn summarize(t: &Topology, target: SocketAddr) -> String {
     let describe = |tier: Tier| -> String {
         let mut by_comm: BTreeMap<&str, (Vec<i32>, usize)> = BTreeMap::new();
         for p in t.processes.iter().filter(|p| p.tier == tier) {

@@ -24,6 +24,7 @@ pub mod nginx;
 pub mod offcpu;
 pub mod profile;
 mod rates;
+pub mod reached;
 mod sampler;
 mod snapshot;
 

@@ -94,7 +94,7 @@ pub(super) fn sampler(
         udp_inodes: BTreeSet::new(),
     };
     let mut host = reader.host_facts();
-    let topology = found.topology;
+    let mut topology = found.topology;
     let interval = spec.interval;
     // Where each server's error log ends now: what is appended from here on is the
     // window's.
@@ -130,6 +130,10 @@ pub(super) fn sampler(
         None
     };
     let server_pids: Vec<i32> = topology.processes.iter().map(|p| p.pid).collect();
+    // The upstreams a front connects to per request are found during the load (see
+    // `reached::add_reached`): their CPU is counted from the start, from every
+    // process's ticks now.
+    let mut rediscover = Rediscover::new(&topology);
     let mut before = reader.snapshot(true);
     before.qdiscs = qdiscs();
     before.quotas = quotas_of(&server_pids);
@@ -161,7 +165,17 @@ pub(super) fn sampler(
             _ => break,
         }
         next += interval;
+        let found_now = rediscover.poll(&mut reader, &mut topology, spec.target);
         let cur = reader.snapshot(false);
+        for pid in found_now {
+            if let Some(p) = cur.procs.get(&pid) {
+                let mut p = p.clone();
+                if let Some(t) = rediscover.ticks_at_start.get(&pid) {
+                    (p.stat.utime, p.stat.stime) = *t;
+                }
+                before.procs.insert(pid, p);
+            }
+        }
         if samples.len() < MAX_SAMPLES {
             let sample = reader.sample(start, &prev, &cur);
             if let Some(live) = &live {
@@ -228,6 +242,87 @@ pub(super) fn sampler(
         warnings: reader.warnings,
         source: None,
         started_unix_s: None,
+    }
+}
+
+/// Finding, during the load, the upstreams the front connects to (a front whose
+/// upstream was named by its configuration, or found connected at the start, is not
+/// searched again).
+struct Rediscover {
+    /// When to look next; `None`: no more looking.
+    next: Option<Instant>,
+    /// Searches left.
+    left: u32,
+    /// Every process's user and system ticks when the watch began.
+    ticks_at_start: BTreeMap<i32, (u64, u64)>,
+}
+
+/// How often the front's connections are searched for upstreams during the load, and
+/// how many times at most: each search dumps the established TCP sockets (the kernel's
+/// whole hash) and every connected unix socket, and an upstream the front connects to
+/// per request is connected in the load's first second.
+const REDISCOVER_EVERY: Duration = Duration::from_millis(1000);
+const REDISCOVER_TIMES: u32 = 8;
+
+impl Rediscover {
+    fn new(topology: &Topology) -> Rediscover {
+        let searching = topology.processes.iter().any(|p| p.tier == Tier::Front)
+            && !topology.processes.iter().any(|p| p.tier == Tier::Upstream)
+            && !topology.listeners.is_empty();
+        Rediscover {
+            next: searching.then(Instant::now),
+            left: REDISCOVER_TIMES,
+            ticks_at_start: if searching {
+                crate::sys::procfs::all_pid_stats()
+                    .into_iter()
+                    .map(|(pid, s)| (pid, (s.utime, s.stime)))
+                    .collect()
+            } else {
+                BTreeMap::new()
+            },
+        }
+    }
+
+    /// Searches when due; the pids of the processes found (now watched too).
+    fn poll(
+        &mut self,
+        reader: &mut Reader,
+        topology: &mut Topology,
+        target: std::net::SocketAddr,
+    ) -> Vec<i32> {
+        let Some(at) = self.next else {
+            return Vec::new();
+        };
+        let now = Instant::now();
+        if now < at {
+            return Vec::new();
+        }
+        self.left = self.left.saturating_sub(1);
+        self.next = (self.left > 0).then(|| now + REDISCOVER_EVERY);
+        let Some(d) = reader.diag.as_mut() else {
+            self.next = None;
+            return Vec::new();
+        };
+        let new = super::reached::add_reached(topology, d, target.port());
+        if new.is_empty() {
+            return Vec::new();
+        }
+        self.next = None;
+        reader.procs.extend(new.iter().cloned());
+        reader.upstream_ports = topology.upstream_listeners.iter().map(|l| l.port).collect();
+        reader.upstream_inodes = topology
+            .upstream_listeners
+            .iter()
+            .map(|l| l.inode)
+            .collect();
+        reader.unix_inodes = topology.unix_listeners.iter().map(|u| u.inode).collect();
+        discover::read_upstream_config(topology, &mut reader.warnings);
+        topology.summary = discover::summarize(topology, target);
+        reader.warnings.push(format!(
+            "upstream found from the front's connections during the load: {}",
+            topology.summary
+        ));
+        new.iter().map(|p| p.pid).collect()
     }
 }
 

@@ -4,7 +4,7 @@
 use std::io::Read;
 use std::net::{TcpListener, TcpStream};
 use std::path::Path;
-use std::process::Stdio;
+use std::process::{Child, Stdio};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -177,6 +177,74 @@ pub struct Measured {
     pub peak_rss: u64,
 }
 
+/// How a child watched by [`watch_peak`] ended.
+pub struct Exited {
+    /// The raw wait status.
+    pub status: libc::c_int,
+    /// Wall-clock time from `t0` to exit.
+    pub took: Duration,
+    /// The highest `VmHWM` read while it ran (bytes; 0 when it ended before a reading).
+    pub sampled: u64,
+    /// The kernel's own peak for it (`ru_maxrss`, bytes): an upper bound, since it counts
+    /// the test process's pages the child held before its exec (~10 MB).
+    pub ru_maxrss: u64,
+}
+
+/// Waits for `child` (spawned at `t0`), reading its peak memory (`VmHWM` in
+/// `/proc/PID/status`) every 2 ms, and kills it once `kill_after` has passed (the test
+/// then fails on its status rather than hanging). Reaps it.
+pub fn watch_peak(child: &Child, t0: Instant, kill_after: Duration) -> Exited {
+    let pid = child.id() as libc::pid_t;
+    let done = Arc::new(AtomicBool::new(false));
+    let d2 = done.clone();
+    let watcher = std::thread::spawn(move || {
+        let mut peak_kb = 0;
+        while !d2.load(Ordering::Relaxed) {
+            // Until it is reaped the pid is this child's (a zombie has no VmHWM line).
+            if let Ok(s) = std::fs::read_to_string(format!("/proc/{pid}/status")) {
+                if let Some(kb) = s
+                    .lines()
+                    .find_map(|l| l.strip_prefix("VmHWM:"))
+                    .and_then(|v| v.trim().trim_end_matches("kB").trim().parse::<u64>().ok())
+                {
+                    peak_kb = peak_kb.max(kb);
+                }
+            }
+            if t0.elapsed() > kill_after {
+                // SAFETY: the child is not reaped yet (done is set only after it is).
+                unsafe { libc::kill(pid, libc::SIGKILL) };
+            }
+            std::thread::sleep(Duration::from_millis(2));
+        }
+        peak_kb * 1024
+    });
+    // Wait without reaping first, so the watcher's last reads still see the process.
+    // SAFETY: plain waitid on our own child.
+    let mut info: libc::siginfo_t = unsafe { std::mem::zeroed() };
+    unsafe {
+        libc::waitid(
+            libc::P_PID,
+            pid as libc::id_t,
+            &mut info,
+            libc::WEXITED | libc::WNOWAIT,
+        )
+    };
+    let took = t0.elapsed();
+    done.store(true, Ordering::Relaxed);
+    let sampled = watcher.join().unwrap();
+    let mut status = 0;
+    // SAFETY: reaping our own child; `usage` is written by the kernel.
+    let mut usage: libc::rusage = unsafe { std::mem::zeroed() };
+    let r = unsafe { libc::wait4(pid, &mut status, 0, &mut usage) };
+    assert_eq!(r, pid, "wait4: {}", std::io::Error::last_os_error());
+    Exited {
+        status,
+        took,
+        sampled,
+        ru_maxrss: usage.ru_maxrss as u64 * 1024,
+    }
+}
+
 /// Runs `loadlens run ARGS --json FILE -q`, asserts it succeeded, and returns the Run
 /// with the time it took and its peak memory. A run still going after `kill_after` is
 /// killed (the test then fails on its exit status rather than hanging).
@@ -195,64 +263,21 @@ pub fn measured_run(args: &[&str], kill_after: Duration) -> Measured {
         .stderr(std::fs::File::create(&err).unwrap())
         .spawn()
         .unwrap();
-    let pid = child.id() as libc::pid_t;
-    let done = Arc::new(AtomicBool::new(false));
-    let d2 = done.clone();
-    let watcher = std::thread::spawn(move || {
-        let until = Instant::now() + kill_after;
-        let mut peak_kb = 0;
-        while !d2.load(Ordering::Relaxed) {
-            // Until it is reaped the pid is this child's (a zombie has no VmHWM line).
-            if let Ok(s) = std::fs::read_to_string(format!("/proc/{pid}/status")) {
-                if let Some(kb) = s
-                    .lines()
-                    .find_map(|l| l.strip_prefix("VmHWM:"))
-                    .and_then(|v| v.trim().trim_end_matches("kB").trim().parse::<u64>().ok())
-                {
-                    peak_kb = peak_kb.max(kb);
-                }
-            }
-            if Instant::now() > until {
-                // SAFETY: the child is not reaped yet (done is set only after it is).
-                unsafe { libc::kill(pid, libc::SIGKILL) };
-            }
-            std::thread::sleep(Duration::from_millis(2));
-        }
-        peak_kb * 1024
-    });
-    let mut status = 0;
-    // Wait without reaping first, so the watcher's last reads still see the process.
-    // SAFETY: plain waitid on our own child.
-    let mut info: libc::siginfo_t = unsafe { std::mem::zeroed() };
-    unsafe {
-        libc::waitid(
-            libc::P_PID,
-            pid as libc::id_t,
-            &mut info,
-            libc::WEXITED | libc::WNOWAIT,
-        )
-    };
-    let took = t0.elapsed();
-    done.store(true, Ordering::Relaxed);
-    let sampled = watcher.join().unwrap();
-    // SAFETY: reaping our own child; `usage` is written by the kernel.
-    let mut usage: libc::rusage = unsafe { std::mem::zeroed() };
-    let r = unsafe { libc::wait4(pid, &mut status, 0, &mut usage) };
-    assert_eq!(r, pid, "wait4: {}", std::io::Error::last_os_error());
-    // The kernel's own peak for this child (ru_maxrss, KiB) covers a run that ended
-    // before the watcher's first sample of the grown process; it is an upper bound (it
-    // counts the test process's pages the child held before exec, ~10 MB), which is
-    // what a "stays under" check needs.
-    let peak_rss = sampled.max(usage.ru_maxrss as u64 * 1024);
+    let e = watch_peak(&child, t0, kill_after);
+    // The kernel's peak covers a run that ended before the watcher's first sample of
+    // the grown process; as an upper bound it is what a "stays under" check needs.
+    let peak_rss = e.sampled.max(e.ru_maxrss);
     let stderr = std::fs::read_to_string(&err).unwrap_or_default();
+    let status = e.status;
     assert!(
         libc::WIFEXITED(status) && libc::WEXITSTATUS(status) == 0,
-        "loadlens {args:?} failed (status {status:#x}) after {took:?}: {stderr}"
+        "loadlens {args:?} failed (status {status:#x}) after {:?}: {stderr}",
+        e.took
     );
     drop(child);
     Measured {
         run: read_json(&out),
-        took,
+        took: e.took,
         peak_rss,
     }
 }

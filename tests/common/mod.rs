@@ -6,6 +6,7 @@
 
 pub mod bad_server;
 pub mod mix;
+pub mod sshd;
 
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};

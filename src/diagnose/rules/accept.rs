@@ -1,6 +1,6 @@
 //! Accept queues: the listen queue and the SYN queue of the server's socket.
 
-use super::{fact, finding, ramp, Ctx};
+use super::{fact, finding, ramp, Ctx, FindingId};
 use crate::diagnose::kinds::Knob;
 use crate::run::{Finding, Kind};
 
@@ -30,7 +30,7 @@ pub(super) fn listen_queue_overflow(c: &Ctx) -> Option<Finding> {
     let rate = overflows as f64 / c.duration_s();
     let mut conf = ramp(overflows as f64 / opened as f64, 0.001, 0.02);
     let mut f = finding(
-        "listen-queue-overflow",
+        FindingId::ListenQueueOverflow,
         Kind::Bottleneck,
         0.0,
         format!(
@@ -93,7 +93,7 @@ fn upstream_queue_overflow(c: &Ctx, q: &crate::run::QueueMax, overflows: u64) ->
         conf = (conf + 0.1).min(0.98);
     }
     let mut f = finding(
-        "listen-queue-overflow",
+        FindingId::ListenQueueOverflow,
         Kind::Bottleneck,
         conf,
         format!("listen queue overflow on the upstream {}{comm}", q.addr),
@@ -134,7 +134,7 @@ pub(super) fn syn_queue_overflow(c: &Ctx) -> Option<Finding> {
         return None;
     }
     let mut f = finding(
-        "syn-queue-overflow",
+        FindingId::SynQueueOverflow,
         Kind::Bottleneck,
         ramp((drop + cookies) as f64, 10.0, 1000.0),
         "SYN queue overflow on the server's listen socket".into(),

@@ -1,7 +1,7 @@
 //! Responses moved in pieces far smaller than they are: proxy buffers too small for
 //! the upstream's responses, static files copied through nginx's output buffers.
 
-use super::{fact, finding, ramp, Ctx};
+use super::{fact, finding, ramp, Ctx, FindingId};
 use crate::run::{Finding, Kind};
 
 /// A proxying worker reads each response in many small pieces: proxy_buffers far
@@ -30,7 +30,7 @@ pub(super) fn small_proxy_buffers(c: &Ctx) -> Option<Finding> {
         return None;
     }
     let mut f = finding(
-        "small-proxy-buffers",
+        FindingId::SmallProxyBuffers,
         Kind::Bottleneck,
         ramp(size / bpr, 4.0, 16.0),
         format!("{} reads responses in small pieces", w.label()),
@@ -86,7 +86,7 @@ pub(super) fn sendfile_off(c: &Ctx) -> Option<Finding> {
         Kind::Warning
     };
     let mut f = finding(
-        "sendfile-off",
+        FindingId::SendfileOff,
         kind,
         ramp(reads, 2.0, 16.0),
         format!(

@@ -1,6 +1,6 @@
 //! The load generator itself as the limit.
 
-use super::{competitors, fact, finding, ramp, Ctx};
+use super::{competitors, fact, finding, ramp, Ctx, FindingId};
 use crate::run::{Finding, Kind};
 
 /// Time throttled by a cgroup quota per second of load beyond which the client set the
@@ -66,7 +66,7 @@ pub(super) fn client_saturated(c: &Ctx) -> Option<Finding> {
         None => "starved of CPU".into(),
     };
     let mut f = finding(
-        "client-saturated",
+        FindingId::ClientSaturated,
         kind,
         conf,
         format!("the load generator{who} was {state}: results are a floor"),
@@ -164,7 +164,7 @@ pub(super) fn concurrency_bound(c: &Ctx) -> Option<Finding> {
         return None;
     }
     let mut f = finding(
-        "concurrency-bound",
+        FindingId::ConcurrencyBound,
         if grew.is_some() {
             Kind::Bottleneck
         } else {

@@ -1,6 +1,6 @@
 //! The connection-tracking table.
 
-use super::{fact, finding, ramp, Ctx};
+use super::{fact, finding, ramp, Ctx, FindingId};
 use crate::run::{Finding, Kind};
 
 pub(super) fn conntrack_full(c: &Ctx) -> Option<Finding> {
@@ -11,7 +11,7 @@ pub(super) fn conntrack_full(c: &Ctx) -> Option<Finding> {
         return None;
     }
     let mut f = finding(
-        "conntrack-full",
+        FindingId::ConntrackFull,
         Kind::Bottleneck,
         ramp(fill, 0.9, 1.0).max(if drops > 0 { 0.9 } else { 0.0 }),
         "connection tracking table full".into(),

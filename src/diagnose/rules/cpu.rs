@@ -1,7 +1,7 @@
 //! CPU and scheduling: saturated or unbalanced workers, run-queue wait, the cost of new
 //! connections, softirq on one CPU.
 
-use super::{already_niced, competitors, fact, finding, ramp, Ctx};
+use super::{already_niced, competitors, fact, finding, ramp, Ctx, FindingId};
 use crate::diagnose::kinds::{self, Knob};
 use crate::run::{Finding, Kind};
 
@@ -25,7 +25,7 @@ pub(super) fn run_queue_delay(c: &Ctx) -> Option<Finding> {
         Kind::Bottleneck
     };
     let mut f = finding(
-        "run-queue-delay",
+        FindingId::RunQueueDelay,
         kind,
         ramp(delay, 100.0, 500.0),
         format!("{} waits for CPU {}", w.label(), w.last_cpu),
@@ -137,7 +137,7 @@ pub(super) fn server_cpu_saturated(c: &Ctx) -> Option<Finding> {
     let host_cpus = c.ev.map_or(0, |e| e.host.cpus);
     let crowded = !single && !threaded && crowding(c).is_some();
     let mut f = finding(
-        "server-cpu-saturated",
+        FindingId::ServerCpuSaturated,
         Kind::Bottleneck,
         ramp(busiest, 90.0, 99.0),
         if crowded {
@@ -317,7 +317,7 @@ pub(super) fn worker_imbalance(c: &Ctx) -> Option<Finding> {
         return None;
     }
     let mut f = finding(
-        "worker-imbalance",
+        FindingId::WorkerImbalance,
         Kind::Warning,
         ramp(max / min.max(1.0), 2.0, 10.0),
         format!(
@@ -373,7 +373,7 @@ pub(super) fn new_connection_cost(c: &Ctx) -> Option<Finding> {
         Kind::Info
     };
     let mut f = finding(
-        "new-connection-cost",
+        FindingId::NewConnectionCost,
         kind,
         ramp(4.0 / per_conn, 1.0, 4.0),
         format!("{per_conn:.1} requests per connection: connection set-up dominates"),
@@ -407,7 +407,7 @@ pub(super) fn new_connection_cost(c: &Ctx) -> Option<Finding> {
 /// Off`).
 fn server_closes_connections(c: &Ctx, opens: u64, per_conn: f64) -> Option<Finding> {
     let mut f = finding(
-        "new-connection-cost",
+        FindingId::NewConnectionCost,
         Kind::Bottleneck,
         ramp(4.0 / per_conn, 1.0, 4.0),
         format!("the server closed each connection after {per_conn:.1} requests although the client kept it alive: connection set-up dominates"),
@@ -462,7 +462,7 @@ pub(super) fn softirq_concentrated(c: &Ctx) -> Option<Finding> {
         return None;
     }
     let mut f = finding(
-        "softirq-concentrated",
+        FindingId::SoftirqConcentrated,
         Kind::Bottleneck,
         ramp(hot.softirq, 40.0, 80.0),
         format!("network softirq concentrated on CPU {}", hot.cpu),

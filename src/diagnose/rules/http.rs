@@ -1,6 +1,6 @@
 //! HTTP behaviour: Nagle and delayed ACK, error responses.
 
-use super::{fact, finding, logged, ramp, Ctx};
+use super::{fact, finding, logged, ramp, Ctx, FindingId};
 use crate::run::{Finding, Kind, ServerKind};
 
 /// Share of the responses in a ~40 ms mode from which the mode is what the load
@@ -47,7 +47,7 @@ pub(super) fn nagle_delayed_ack(c: &Ctx) -> Option<Finding> {
         None => "a ~40 ms latency mode: Nagle waiting for a delayed ACK",
     };
     let mut f = finding(
-        "nagle-delayed-ack",
+        FindingId::NagleDelayedAck,
         kind,
         ramp(share, 0.05, 0.3),
         title.into(),
@@ -144,7 +144,7 @@ pub(super) fn rate_limited(c: &Ctx) -> Option<Finding> {
         _ => "the server's rate limit".to_string(),
     };
     let mut f = finding(
-        "rate-limited",
+        FindingId::RateLimited,
         Kind::Bottleneck,
         ramp(share, 0.05, 0.5),
         format!(
@@ -204,7 +204,7 @@ fn paced_by_limit_req(c: &Ctx) -> Option<Finding> {
         (served >= 0.9 * rate && served <= 1.15 * rate).then_some((def, rate, u))
     })?;
     let mut f = finding(
-        "rate-limited",
+        FindingId::RateLimited,
         Kind::Bottleneck,
         ramp(1.0 - (served / rate - 1.0).abs(), 0.9, 0.99),
         format!("nginx's `limit_req` held requests to its rate: {served:.0} req/s against `rate={rate:.0}r/s`"),
@@ -249,7 +249,7 @@ pub(super) fn http_errors(c: &Ctx) -> Option<Finding> {
         .map(|(k, _)| *k)
         .unwrap_or(0);
     let mut f = finding(
-        "http-errors",
+        FindingId::HttpErrors,
         Kind::Warning,
         ramp(share, 0.5, 0.95),
         format!(

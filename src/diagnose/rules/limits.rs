@@ -1,6 +1,6 @@
 //! Configured limits: file descriptors and the server's own connection limit.
 
-use super::{fact, finding, logged, ramp, Ctx};
+use super::{fact, finding, logged, ramp, Ctx, FindingId};
 use crate::diagnose::kinds::Knob;
 use crate::run::{Finding, Kind};
 
@@ -20,7 +20,7 @@ pub(super) fn fd_limit(c: &Ctx) -> Option<Finding> {
         _ => return None,
     };
     let mut f = finding(
-        "fd-limit",
+        FindingId::FdLimit,
         Kind::Bottleneck,
         ramp(fill, 0.9, 1.0),
         match p {
@@ -89,7 +89,7 @@ pub(super) fn connection_limit(c: &Ctx) -> Option<Finding> {
         (None, None) => "its connection limit".into(),
     };
     let mut f = finding(
-        "connection-limit",
+        FindingId::ConnectionLimit,
         Kind::Bottleneck,
         conf,
         match w {

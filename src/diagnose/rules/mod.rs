@@ -1,7 +1,8 @@
 //! The rules, grouped by resource: client, accept queues, ports, conntrack, upstream,
 //! proxy buffers, socket buffers, CPU, CPU quotas, network, stalls, limits, HTTP. Each is
 //! `fn(&Ctx) -> Option<Finding>`; thresholds are named where they are used and explained
-//! there.
+//! there. Every finding has a row in `table.rs` (its id, check, texts and relations to
+//! the others); what a row holds is defined here.
 
 mod accept;
 mod buffers;
@@ -23,172 +24,188 @@ mod upstream;
 pub(super) use super::{fact, ramp, Ctx};
 use crate::run::{Fact, Finding, Kind};
 
-/// A rule: the id of the finding it makes and the check that makes it.
-pub(super) struct Rule {
-    pub id: &'static str,
-    pub check: fn(&Ctx) -> Option<Finding>,
-}
-
-/// Every rule, in the order they run (ties in confidence keep this order).
-pub(super) const ALL: &[Rule] = &[
-    Rule {
-        id: "client-saturated",
-        check: client::client_saturated,
-    },
-    Rule {
-        id: "concurrency-bound",
-        check: client::concurrency_bound,
-    },
-    Rule {
-        id: "pool-limit",
-        check: pool::pool_limit,
-    },
-    Rule {
-        id: "listen-queue-overflow",
-        check: accept::listen_queue_overflow,
-    },
-    Rule {
-        id: "syn-queue-overflow",
-        check: accept::syn_queue_overflow,
-    },
-    Rule {
-        id: "conntrack-full",
-        check: conntrack::conntrack_full,
-    },
-    Rule {
-        id: "ephemeral-ports-exhausted",
-        check: ports::ephemeral_ports_exhausted,
-    },
-    Rule {
-        id: "time-wait-connect-cost",
-        check: ports::time_wait_connect_cost,
-    },
-    Rule {
-        id: "upstream-saturated",
-        check: upstream::upstream_saturated,
-    },
-    Rule {
-        id: "small-proxy-buffers",
-        check: buffers::small_proxy_buffers,
-    },
-    Rule {
-        id: "sendfile-off",
-        check: buffers::sendfile_off,
-    },
-    Rule {
-        id: "small-send-buffer",
-        check: sockbuf::small_send_buffer,
-    },
-    Rule {
-        id: "client-receive-window",
-        check: sockbuf::client_receive_window,
-    },
-    Rule {
-        id: "cpu-quota",
-        check: quota::cpu_quota,
-    },
-    Rule {
-        id: "run-queue-delay",
-        check: cpu::run_queue_delay,
-    },
-    Rule {
-        id: "worker-blocked",
-        check: stalls::worker_blocked,
-    },
-    Rule {
-        id: "event-loop-stall",
-        check: stalls::event_loop_stall,
-    },
-    Rule {
-        id: "server-stalled",
-        check: stalls::server_stalled,
-    },
-    Rule {
-        id: "link-saturated",
-        check: network::link_saturated,
-    },
-    Rule {
-        id: "softirq-concentrated",
-        check: cpu::softirq_concentrated,
-    },
-    Rule {
-        id: "fd-limit",
-        check: limits::fd_limit,
-    },
-    Rule {
-        id: "connection-limit",
-        check: limits::connection_limit,
-    },
-    Rule {
-        id: "udp-receive-buffer-drops",
-        check: udp::udp_receive_buffer_drops,
-    },
-    Rule {
-        id: "quic-server-cpu-bound",
-        check: udp::quic_server_cpu_bound,
-    },
-    Rule {
-        id: "server-cpu-saturated",
-        check: cpu::server_cpu_saturated,
-    },
-    Rule {
-        id: "worker-imbalance",
-        check: cpu::worker_imbalance,
-    },
-    Rule {
-        id: "new-connection-cost",
-        check: cpu::new_connection_cost,
-    },
-    Rule {
-        id: "retransmits",
-        check: network::retransmits,
-    },
-    Rule {
-        id: "nagle-delayed-ack",
-        check: http::nagle_delayed_ack,
-    },
-    Rule {
-        id: "rate-limited",
-        check: http::rate_limited,
-    },
-    Rule {
-        id: "http-errors",
-        check: http::http_errors,
-    },
-    Rule {
-        id: "kernel-network-stack",
-        check: profile::kernel_network_stack,
-    },
-    Rule {
-        id: "allocator-hot",
-        check: profile::allocator_hot,
-    },
-    Rule {
-        id: "compression-cpu",
-        check: profile::compression_cpu,
-    },
-    Rule {
-        id: "tls-cpu",
-        check: profile::tls_cpu,
-    },
-    Rule {
-        id: "syscall-bound",
-        check: profile::syscall_bound,
-    },
-];
-
-/// A cause and a consequence of it: when both fire and the cause is a bottleneck, the
-/// consequence is demoted to info and says which cause explains it — so a symptom is
-/// never ranked above what made it, whatever their confidences.
-pub(super) struct Explains {
-    pub cause: &'static str,
-    pub consequence: &'static str,
+/// A consequence of a cause's: when the cause is found a bottleneck and the consequence
+/// fires, the consequence is demoted to info and says which cause explains it — so a
+/// symptom is never ranked above what made it, whatever their confidences.
+pub(crate) struct Explains {
+    pub consequence: FindingId,
     /// Why the cause produces the consequence's evidence (appended to its explanation).
     pub why: &'static str,
     /// Evidence of the consequence's own that the cause cannot produce: when it holds,
     /// the consequence stands beside the cause.
     pub unless: Option<fn(&Finding) -> bool>,
 }
+
+/// The tier of the request path (`path`) a finding's resource is in.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Tier {
+    Client,
+    Network,
+    Front,
+    Upstream,
+    /// The upstream's when the finding's title names the upstream (or its address),
+    /// else the front's: a queue or a pool either may have.
+    UpstreamIfNamed,
+}
+
+/// One finding: its id, its check, its texts and its relations.
+pub(crate) struct Row {
+    pub id: FindingId,
+    /// The rule that makes the finding.
+    pub check: fn(&Ctx) -> Option<Finding>,
+    /// The check's module and function, as written in the row: docs/findings.md reads
+    /// the evidence a rule cites from its source (`catalog`).
+    pub check_at: (&'static str, &'static str),
+    /// One line: what the finding means.
+    pub means: &'static str,
+    /// The long form: `Mechanism:`, `Confirm:`, `Fix:` and `Source:` lines.
+    pub long: &'static str,
+    /// The consequences this finding explains when it is a bottleneck.
+    pub explains: &'static [Explains],
+    /// It describes capacity (what the limit was) rather than a fault: demoted to info
+    /// when a fault explains the run. (new-connection-cost is a cause: a busy CPU is
+    /// its consequence.)
+    pub capacity: bool,
+    /// It follows from a limit in the tier behind it (the queue in front of a saturated
+    /// tier and its overflow, the connections the front opens and retries while it
+    /// waits): beside a bottleneck it is that bottleneck's consequence, whatever its own
+    /// confidence, for this reason.
+    pub queue_consequence: Option<&'static str>,
+    /// The tier of the request path its resource is in.
+    pub tier: Tier,
+    /// It explains a latency (a wait for a CPU, a stall) but not a rate that stays put:
+    /// beside it the latency could still be a queue for a pool (`pipeline`'s probes).
+    pub latency_only: bool,
+}
+
+fn no_check(_: &Ctx) -> Option<Finding> {
+    None
+}
+
+impl Row {
+    /// What a row says of what it does not name.
+    const NONE: Row = Row {
+        id: FindingId::ClientSaturated,
+        check: no_check,
+        check_at: ("", ""),
+        means: "",
+        long: "",
+        explains: &[],
+        capacity: false,
+        queue_consequence: None,
+        tier: Tier::Front,
+        latency_only: false,
+    };
+}
+
+/// The enum of ids and the rows, from one list: `Variant = "id" { check, means, long,
+/// and any other field of [`Row`] }`.
+macro_rules! findings {
+    ($(
+        $variant:ident = $id:literal {
+            check: $module:ident::$function:ident,
+            means: $means:literal,
+            long: $long:literal
+            $(, $field:ident: $value:expr)* $(,)?
+        }
+    )*) => {
+        /// The id of every finding a rule can make, in the order the rules run.
+        #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+        pub enum FindingId {
+            $(#[doc = $means] $variant,)*
+        }
+
+        impl FindingId {
+            /// Every id, in the order the rules run.
+            pub const ALL: &'static [FindingId] = &[$(FindingId::$variant),*];
+
+            /// The id as the Run, the JSON and `loadlens explain` spell it.
+            pub const fn as_str(self) -> &'static str {
+                match self {
+                    $(FindingId::$variant => $id,)*
+                }
+            }
+        }
+
+        /// Every finding's row, in the order of [`FindingId::ALL`].
+        pub(in crate::diagnose) const ROWS: &[Row] = &[$(
+            Row {
+                id: FindingId::$variant,
+                check: $module::$function,
+                check_at: (stringify!($module), stringify!($function)),
+                means: $means,
+                long: $long,
+                $($field: $value,)*
+                ..Row::NONE
+            },
+        )*];
+    };
+}
+
+impl FindingId {
+    /// The finding's row.
+    pub(crate) fn row(self) -> &'static Row {
+        &ROWS[self as usize]
+    }
+
+    /// The id of a finding, `None` for an id no rule of this version makes.
+    pub fn of(f: &Finding) -> Option<FindingId> {
+        f.id.parse().ok()
+    }
+}
+
+impl std::fmt::Display for FindingId {
+    fn fmt(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// An id no rule makes.
+#[derive(Debug, thiserror::Error)]
+#[error("unknown finding id `{0}`: the known ones are {known}", known = known())]
+pub struct UnknownFinding(pub String);
+
+fn known() -> String {
+    let ids: Vec<&str> = FindingId::ALL.iter().map(|i| i.as_str()).collect();
+    ids.join(", ")
+}
+
+impl std::str::FromStr for FindingId {
+    type Err = UnknownFinding;
+
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        FindingId::ALL
+            .iter()
+            .copied()
+            .find(|i| i.as_str() == s)
+            .ok_or_else(|| UnknownFinding(s.to_string()))
+    }
+}
+
+impl PartialEq<FindingId> for String {
+    fn eq(&self, id: &FindingId) -> bool {
+        self == id.as_str()
+    }
+}
+
+impl PartialEq<FindingId> for str {
+    fn eq(&self, id: &FindingId) -> bool {
+        self == id.as_str()
+    }
+}
+
+impl PartialEq<FindingId> for &str {
+    fn eq(&self, id: &FindingId) -> bool {
+        *self == id.as_str()
+    }
+}
+
+// The table, after the macro that makes it (a macro is seen only by the modules declared
+// after it).
+mod table;
+
+pub use table::FindingId;
+pub(in crate::diagnose) use table::ROWS;
 
 /// Bodies arriving ~40 ms after their heads: Nagle's own signature (a queue delays a
 /// response's head, not the gap between its head and its body).
@@ -216,127 +233,9 @@ fn stall_lined_up(stall: &Finding) -> bool {
         .any(|e| e.name == stalls::LINED_UP && e.value > 0.0)
 }
 
-pub(super) const EXPLAINS: &[Explains] = &[
-    // The same CPU seen twice: a QUIC server's busy process is the general rule's
-    // saturated worker.
-    Explains {
-        cause: "quic-server-cpu-bound",
-        consequence: "server-cpu-saturated",
-        why: "the server's CPU went to serving QUIC: per-packet crypto, acknowledgements and system calls",
-        unless: None,
-    },
-    // A throttled task is runnable and not running: the scheduler counts the quota's
-    // stops as run-queue delay, and no other process is to blame.
-    Explains {
-        cause: "cpu-quota",
-        consequence: "run-queue-delay",
-        why: "a task stopped by its cgroup's quota waits as if for a CPU, with the machine's CPUs idle",
-        unless: None,
-    },
-    // The time-wait lab scenario: the proxy's worker busy in connect()'s port search
-    // delays every connection it holds at once — the latency spikes of a stall.
-    Explains {
-        cause: "time-wait-connect-cost",
-        consequence: "event-loop-stall",
-        why: "the worker was busy in connect()'s search for a free local port past thousands of TIME_WAIT sockets, and every connection it holds waited meanwhile",
-        unless: Some(worker_seen_blocked),
-    },
-    // Workers waiting for a CPU (pinned together, or beside a busy process) leave every
-    // connection they hold waiting at once: the spikes of a stall, none of them blocked.
-    Explains {
-        cause: "run-queue-delay",
-        consequence: "event-loop-stall",
-        why: "the workers were runnable and waiting for a CPU, and every connection a waiting worker holds waited with it; no sample caught a worker stopped or in disk wait",
-        unless: Some(worker_seen_blocked),
-    },
-    // A worker blocked in a call for a share of its time stalls its connections each
-    // time: the spikes are the blocking, named with its call and file.
-    Explains {
-        cause: "worker-blocked",
-        consequence: "event-loop-stall",
-        why: "the worker blocked in the call named above, and every connection it holds waited meanwhile",
-        unless: None,
-    },
-    // Blocked workers serve fewer requests than the connections ask for, with no
-    // resource saturated: the rate is the blocking's, not the load's concurrency.
-    Explains {
-        cause: "worker-blocked",
-        consequence: "concurrency-bound",
-        why: "the workers spent that time blocked in the call named above, not waiting for requests: the rate is set by the blocking",
-        unless: None,
-    },
-    // The gaps in the responses are the blocking's, seen from the client's side.
-    Explains {
-        cause: "worker-blocked",
-        consequence: "server-stalled",
-        why: "the worker was blocked in the call named above, and answered nobody meanwhile",
-        unless: None,
-    },
-    Explains {
-        cause: "event-loop-stall",
-        consequence: "server-stalled",
-        why: "the stalls above emptied those slices",
-        unless: None,
-    },
-    // A stalled server serves fewer requests than the connections ask for: the rate
-    // is the stalls', and the mean latency of two modes describes no request.
-    Explains {
-        cause: "server-stalled",
-        consequence: "concurrency-bound",
-        why: "the server stopped answering for whole slices of the run: the rate is set by the stalls, and the mean latency the arithmetic uses is of two modes",
-        unless: None,
-    },
-    // Each lost segment holds its request for a retransmission timeout; with a few
-    // connections, several held at once leave the server nothing to answer: the
-    // spikes and the empty slices of a stall, with no worker blocked.
-    Explains {
-        cause: "retransmits",
-        consequence: "event-loop-stall",
-        why: "the slow requests waited for their lost segments' retransmission timeout (200 ms), several connections at once; no sample caught a worker stopped or blocked",
-        unless: Some(worker_seen_blocked),
-    },
-    Explains {
-        cause: "retransmits",
-        consequence: "server-stalled",
-        why: "the connections were each waiting for a lost segment's retransmission (200 ms), all at once in those slices; no blocked wait of a worker lines up with them",
-        unless: Some(stall_lined_up),
-    },
-    // A link at its capacity drops what its queue cannot hold: the retransmissions and
-    // their timeouts are the full link's.
-    Explains {
-        cause: "link-saturated",
-        consequence: "retransmits",
-        why: "a link at its capacity drops what its queue cannot hold, and the requests whose segments were dropped waited for their retransmission",
-        unless: None,
-    },
-    // Connections queued for a few busy upstream workers wait about the same time each:
-    // N requests ahead of a few ms each make a latency mode that can sit at 40 ms
-    // (CI, tests/upstream.rs: 12 connections over 2 php-fpm children computing, 66% of
-    // the requests at 36-48 ms, `nagle-delayed-ack` ranked first).
-    Explains {
-        cause: "upstream-saturated",
-        consequence: "nagle-delayed-ack",
-        why: "every request waited in the upstream's queue behind the same number of others, each a few ms of a busy worker: a latency mode of the queue, not of a delayed ACK (whose mark, bodies ~40 ms after their heads, is absent)",
-        unless: Some(body_after_head),
-    },
-    // Out of ports, connect() first searches the whole range: the search's cost is
-    // part of running out.
-    Explains {
-        cause: "ephemeral-ports-exhausted",
-        consequence: "time-wait-connect-cost",
-        why: "with every local port in TIME_WAIT, each connect() searched the whole range before failing",
-        unless: None,
-    },
-];
-
-/// Findings that describe capacity (what the limit was) rather than a fault: demoted to
-/// info when a fault explains the run. (new-connection-cost is a cause: a busy CPU is
-/// its consequence.)
-pub(super) const CAPACITY: &[&str] = &["server-cpu-saturated", "link-saturated"];
-
-pub(super) fn finding(id: &str, kind: Kind, confidence: f64, title: String) -> Finding {
+pub(super) fn finding(id: FindingId, kind: Kind, confidence: f64, title: String) -> Finding {
     Finding {
-        id: id.to_string(),
+        id: id.as_str().to_string(),
         kind,
         confidence: (confidence * 100.0).round() / 100.0,
         title,
@@ -394,7 +293,54 @@ pub(super) fn already_niced(c: &Ctx, cpu: u32) -> Option<String> {
 
 #[cfg(test)]
 mod tests {
+    use super::{FindingId, ROWS};
     use crate::diagnose::testutil::fixture;
+
+    /// Every id has its row (in the enum's order), its texts, its section and anchor in
+    /// docs/findings.md, and a string that round-trips; the relations name other
+    /// findings; an unknown id names the known ones.
+    #[test]
+    fn every_finding_has_its_row_texts_anchor_and_string() {
+        let md = include_str!("../../../docs/findings.md");
+        assert_eq!(FindingId::ALL.len(), ROWS.len());
+        for (i, &id) in FindingId::ALL.iter().enumerate() {
+            let row = id.row();
+            assert_eq!((row.id, id as usize), (id, i));
+            let s = id.as_str();
+            assert_eq!(s.parse::<FindingId>().unwrap(), id);
+            assert_eq!(id.to_string(), s);
+            assert!(
+                s.split('-')
+                    .all(|w| !w.is_empty() && w.bytes().all(|b| b.is_ascii_lowercase())),
+                "{s}: kebab-case"
+            );
+            assert!(row.means.len() > 20, "{s}");
+            assert!(
+                row.long.contains("Mechanism:") && row.long.contains("Fix:"),
+                "{s}"
+            );
+            let anchor = crate::diagnose::catalog::anchor(s);
+            assert!(
+                md.contains(&format!("(#{anchor})")),
+                "{s}: no link in docs/findings.md"
+            );
+            assert!(
+                md.contains(&format!("\n## {s}\n")),
+                "{s}: no section in docs/findings.md"
+            );
+            for e in row.explains {
+                assert_ne!(e.consequence, id, "{s} explains itself");
+                assert!(e.why.len() > 20, "{s} → {}", e.consequence);
+            }
+        }
+        let err = "listen-queue-overflows".parse::<FindingId>().unwrap_err();
+        assert!(err.to_string().contains("`listen-queue-overflows`"));
+        assert!(
+            err.to_string()
+                .contains("listen-queue-overflow, syn-queue-overflow"),
+            "{err}"
+        );
+    }
 
     /// Regression (healthy beside `nice -n 19` busy loop, kernel 6.18): the niced loop
     /// still took 73% of the worker's CPU and delayed it 209 ms/s; the fix said "lower

@@ -1,6 +1,6 @@
 //! The network: a saturated link, retransmits.
 
-use super::{fact, finding, ramp, Ctx};
+use super::{fact, finding, ramp, Ctx, FindingId};
 use crate::run::{Finding, Kind};
 
 /// An interface at ≥ 90% of its speed or of a rate-limiting qdisc.
@@ -26,7 +26,7 @@ pub(super) fn link_saturated(c: &Ctx) -> Option<Finding> {
         return None;
     }
     let mut f = finding(
-        "link-saturated",
+        FindingId::LinkSaturated,
         Kind::Bottleneck,
         ramp(u, 0.9, 0.98),
         format!("{name} at {:.0}% of its {:.0} Mbit/s", u * 100.0, cap / 1e6),
@@ -90,7 +90,7 @@ pub(super) fn retransmits(c: &Ctx) -> Option<Finding> {
         return None;
     }
     let mut f = finding(
-        "retransmits",
+        FindingId::Retransmits,
         Kind::Warning,
         ramp(re as f64 / out as f64, 0.01, 0.1),
         "TCP retransmissions".into(),
@@ -128,7 +128,7 @@ fn loss_tail(
     let p50 = h.value_at_quantile(0.5) as f64 / 1e3;
     let p99 = h.value_at_quantile(0.99) as f64 / 1e3;
     let mut f = finding(
-        "retransmits",
+        FindingId::Retransmits,
         Kind::Bottleneck,
         ramp(share, RTO_MODE_SHARE, 0.02).max(0.6),
         format!(

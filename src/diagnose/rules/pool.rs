@@ -1,7 +1,7 @@
 //! A concurrency limit inside a tier — a pool of threads, workers or connections that
 //! no saturated resource explains — sized by Little's law from a probe.
 
-use super::{fact, finding, ramp, Ctx};
+use super::{fact, finding, ramp, Ctx, FindingId};
 use crate::diagnose::kinds::{self, Knob};
 use crate::diagnose::path;
 use crate::run::{Finding, Kind, ServerKind};
@@ -16,6 +16,16 @@ pub(super) const GROWS: f64 = 1.25;
 const SATURATED_PCT: f64 = 90.0;
 /// The smallest pool named: `rate × unloaded time` below it is a single server's story.
 const MIN_POOL: f64 = 1.5;
+/// A worker that waited this long for a CPU (ms a second, run-queue-delay's own bar)
+/// shared its CPU with work that wanted it.
+const CPU_WAIT_MS_PER_S: f64 = 100.0;
+/// A worker running or waiting to run this share of its cores' time, while it waited
+/// for a CPU, is not idle between requests waiting for a slot: a CPU holds it.
+const CPU_HELD_PCT: f64 = 75.0;
+/// The share of a request's unloaded time its tier spent on a CPU above which the
+/// service time is CPU work: with the workers waiting for CPUs, `rate × unloaded time`
+/// counts the CPUs they share, not a pool.
+const CPU_SERVICE_SHARE: f64 = 0.25;
 
 /// Requests waited for a fixed number of servers inside a tier: with nothing
 /// saturated, the rate X stayed put when a probe added connections, and each request
@@ -65,6 +75,14 @@ pub(super) fn pool_limit(c: &Ctx) -> Option<Finding> {
         .iter()
         .filter(|t| t.role == path::FRONT || t.role == path::UPSTREAM)
         .max_by(|a, b| a.time_ms.total_cmp(&b.time_ms))?;
+    let procs = if tier.role == path::UPSTREAM {
+        c.upstream_procs()
+    } else {
+        c.front_workers()
+    };
+    if cpu_held(c, &procs, rate, service_ms) {
+        return None;
+    }
     let kind = if tier.role == path::UPSTREAM {
         c.upstream_kind()
     } else {
@@ -76,7 +94,7 @@ pub(super) fn pool_limit(c: &Ctx) -> Option<Finding> {
         .filter(|&n| (n as f64 - size).abs() <= (0.25 * n as f64).max(1.0));
     let waited_ms = latency_ms - service_ms;
     let mut f = finding(
-        "pool-limit",
+        FindingId::PoolLimit,
         Kind::Bottleneck,
         ramp(latency_ms / service_ms, QUEUED_FACTOR, 4.0),
         format!(
@@ -128,8 +146,21 @@ pub(super) fn pool_limit(c: &Ctx) -> Option<Finding> {
         tier.name
     );
     let phrase = kinds::knob(kind, Knob::Pool).or_else(|| kinds::knob(kind, Knob::Workers));
+    // The knob's value now, where the tier's configuration was read.
+    let config = c.ev.and_then(|e| {
+        if tier.role == path::UPSTREAM {
+            e.topology.upstream_config.as_ref()
+        } else {
+            e.topology.config.as_ref()
+        }
+    });
+    let now = kinds::setting(kind, Knob::Pool)
+        .or_else(|| kinds::setting(kind, Knob::Workers))
+        .and_then(|d| Some((d, config?.get(d)?)))
+        .map(|(d, v)| format!(" (now `{d} {v}`)"))
+        .unwrap_or_default();
     let pool = match (phrase, kind) {
-        (Some(p), _) => p.to_string(),
+        (Some(p), _) => format!("{p}{now}"),
         (None, ServerKind::Unknown) => {
             "its pool of threads, workers or connections (the thread pool's size, the workers' count, a connection pool's maximum)".into()
         }
@@ -140,6 +171,26 @@ pub(super) fn pool_limit(c: &Ctx) -> Option<Finding> {
         1e3 / service_ms
     );
     Some(f)
+}
+
+/// The tier's servers were held by CPUs they shared, not by their count: they waited
+/// for a CPU (run-queue delay) and either ran or waited to run most of the time, or
+/// their CPU time per request is a large part of its unloaded time. (nginx's two
+/// workers pinned to one CPU beside other work: 32,000/s × 0.06 ms = "2", each worker
+/// running 39% and waiting 50% of the time.) A pool's servers sleep on something else
+/// (a JVM thread waiting 80 ms for a backend spends 0.1 ms of CPU on it), so a busy
+/// host does not hide a pool.
+fn cpu_held(c: &Ctx, procs: &[&crate::run::ProcRates], rate: f64, service_ms: f64) -> bool {
+    let waited =
+        |p: &crate::run::ProcRates| p.run_delay_ms_per_s.unwrap_or(0.0) >= CPU_WAIT_MS_PER_S;
+    if procs
+        .iter()
+        .any(|p| waited(p) && c.worker_cpu_share(p) >= CPU_HELD_PCT)
+    {
+        return true;
+    }
+    let cpu_ms_per_request = procs.iter().map(|p| p.cpu_pct * 10.0).sum::<f64>() / rate.max(1e-9);
+    procs.iter().any(|p| waited(p)) && cpu_ms_per_request >= CPU_SERVICE_SHARE * service_ms
 }
 
 #[cfg(test)]
@@ -244,5 +295,42 @@ mod tests {
             probe(16, rate, latency_ms * 4.0),
         ];
         assert!(!fires(&no_queue, "pool-limit"));
+    }
+
+    /// The same pool of 16 php-fpm children on a busy host: children that wait for a
+    /// CPU but sleep through most of a request are still a pool; children whose CPU is
+    /// a quarter of a request's unloaded time and who wait for it are held by the CPUs.
+    #[test]
+    fn children_waiting_for_cpu_are_a_pool_only_while_a_request_is_not_cpu() {
+        let busy = |cpu_pct: f64| {
+            let mut run = fixture("few-connections-after");
+            let ev = run.evidence.as_mut().unwrap();
+            for p in ev.window.processes.iter_mut() {
+                if p.tier == crate::run::Tier::Upstream && p.role == crate::run::Role::Worker {
+                    p.run_delay_ms_per_s = Some(300.0);
+                    p.cpu_pct = cpu_pct;
+                }
+            }
+            run
+        };
+        // 16 × 0.3% of CPU over 310/s: 0.15 ms of a 52 ms request.
+        assert!(fires(&busy(0.33), "pool-limit"));
+        // 16 × 5%: 2.6 ms, 5% of it — a pool still.
+        assert!(fires(&busy(5.0), "pool-limit"));
+        // 16 × 30%: 15 ms, 30% of it, waiting for CPUs: not a count.
+        assert!(!fires(&busy(30.0), "pool-limit"));
+        // The same CPU with no wait for it: the CPUs had room, a pool.
+        let mut idle_cpus = busy(30.0);
+        for p in idle_cpus
+            .evidence
+            .as_mut()
+            .unwrap()
+            .window
+            .processes
+            .iter_mut()
+        {
+            p.run_delay_ms_per_s = Some(5.0);
+        }
+        assert!(fires(&idle_cpus, "pool-limit"));
     }
 }

@@ -1,7 +1,7 @@
 //! Local ports and TIME_WAIT: running out of ports to connect from, and the cost of finding
 //! one.
 
-use super::{fact, finding, logged, ramp, Ctx};
+use super::{fact, finding, logged, ramp, Ctx, FindingId};
 use crate::diagnose::kinds::Knob;
 use crate::run::{Finding, Kind};
 
@@ -53,7 +53,7 @@ pub(super) fn ephemeral_ports_exhausted(c: &Ctx) -> Option<Finding> {
         ramp(own as f64, 1.0, 100.0)
     };
     let mut f = finding(
-        "ephemeral-ports-exhausted",
+        FindingId::EphemeralPortsExhausted,
         Kind::Bottleneck,
         conf,
         if server_side {
@@ -135,7 +135,7 @@ pub(super) fn time_wait_connect_cost(c: &Ctx) -> Option<Finding> {
         Kind::Warning
     };
     let mut f = finding(
-        "time-wait-connect-cost",
+        FindingId::TimeWaitConnectCost,
         kind,
         conf,
         "new upstream connection per request, TIME_WAIT piling up".into(),

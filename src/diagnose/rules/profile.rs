@@ -2,7 +2,7 @@
 //! stack, the allocator, compression, TLS, many small syscalls. Each is judged on the
 //! front workers' samples and cites its share; without a profile none fires.
 
-use super::{fact, finding, ramp, Ctx};
+use super::{fact, finding, ramp, Ctx, FindingId};
 use crate::run::{Finding, Kind, Profile};
 
 /// Fewer samples than this (a second at 99 Hz, half a core busy) say too little.
@@ -142,7 +142,7 @@ fn syscall_entry(name: &str, kernel: bool) -> bool {
 }
 
 /// A finding citing the share of the workers' samples.
-fn from_share(id: &str, title: String, share: f64, what: &str, samples: u64) -> Finding {
+fn from_share(id: FindingId, title: String, share: f64, what: &str, samples: u64) -> Finding {
     let mut f = finding(id, Kind::Warning, ramp(share, 0.0, 100.0).max(0.5), title);
     f.evidence = vec![
         fact(&format!("profile: worker samples in {what}"), share, "%"),
@@ -165,7 +165,7 @@ pub(super) fn kernel_network_stack(c: &Ctx) -> Option<Finding> {
         return None;
     }
     let mut f = from_share(
-        "kernel-network-stack",
+        FindingId::KernelNetworkStack,
         format!("{share:.0}% of the workers' CPU is the kernel's TCP/IP stack"),
         share,
         "the kernel network stack (tcp_*, ip_*, sock_*, skb_*, netif_*)",
@@ -187,7 +187,7 @@ pub(super) fn allocator_hot(c: &Ctx) -> Option<Finding> {
         return None;
     }
     let mut f = from_share(
-        "allocator-hot",
+        FindingId::AllocatorHot,
         format!("{share:.0}% of the workers' CPU is in malloc/free"),
         share,
         "malloc/free (self)",
@@ -208,7 +208,7 @@ pub(super) fn compression_cpu(c: &Ctx) -> Option<Finding> {
         return None;
     }
     let mut f = from_share(
-        "compression-cpu",
+        FindingId::CompressionCpu,
         format!("{share:.0}% of the workers' CPU is compressing responses (deflate)"),
         share,
         "zlib deflate",
@@ -240,7 +240,7 @@ pub(super) fn tls_cpu(c: &Ctx) -> Option<Finding> {
         return None;
     }
     let mut f = from_share(
-        "tls-cpu",
+        FindingId::TlsCpu,
         format!("{share:.0}% of the workers' CPU is TLS (handshakes and crypto)"),
         share,
         "libssl/libcrypto",
@@ -270,7 +270,7 @@ pub(super) fn syscall_bound(c: &Ctx) -> Option<Finding> {
         return None;
     }
     let mut f = from_share(
-        "syscall-bound",
+        FindingId::SyscallBound,
         format!(
             "{share:.0}% of the workers' CPU is system calls of {:.0} bytes for {:.0}-byte responses",
             per_call, response

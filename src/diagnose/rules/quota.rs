@@ -1,7 +1,7 @@
 //! A CPU quota: the server's processes in a cgroup whose CFS bandwidth ran out (a
 //! container's CPU limit, systemd's `CPUQuota=`) — Documentation/scheduler/sched-bwc.rst.
 
-use super::{fact, finding, ramp, Ctx};
+use super::{fact, finding, ramp, Ctx, FindingId};
 use crate::run::{Finding, Kind, Role};
 
 /// A quota's throttling per second of window beyond which it set the server's pace
@@ -40,7 +40,7 @@ pub(super) fn cpu_quota(c: &Ctx) -> Option<Finding> {
         .unwrap_or_else(|| "the server".into());
     let rate = q.throttled_ms / dt;
     let mut f = finding(
-        "cpu-quota",
+        FindingId::CpuQuota,
         Kind::Bottleneck,
         ramp(q.throttled_pct(), QUOTA_THROTTLED_PCT, 80.0).max(ramp(
             rate,

@@ -2,7 +2,7 @@
 //! receiving client's window. Judged from the server's side of its connections
 //! (sock_diag): how long they had data to send, what held them back, and the buffers.
 
-use super::{fact, finding, ramp, Ctx};
+use super::{fact, finding, ramp, Ctx, FindingId};
 use crate::run::{ConnWindow, Finding, Kind};
 
 /// The Linux defaults, quoted in the fixes.
@@ -61,7 +61,7 @@ pub(super) fn small_send_buffer(c: &Ctx) -> Option<Finding> {
     }
     let name = server(c);
     let mut f = finding(
-        "small-send-buffer",
+        FindingId::SmallSendBuffer,
         Kind::Bottleneck,
         ramp(size / buf, 2.0, 8.0),
         format!(
@@ -119,7 +119,7 @@ pub(super) fn client_receive_window(c: &Ctx) -> Option<Finding> {
     let size = c.response_bytes();
     let window = w.peer_window_bytes as f64;
     let mut f = finding(
-        "client-receive-window",
+        FindingId::ClientReceiveWindow,
         Kind::Bottleneck,
         ramp(held, 0.3, 0.6),
         format!(

@@ -1,7 +1,7 @@
 //! Event-loop stalls: a worker that stopped serving for a moment; workers blocked in a
 //! call (a log write to a slow pipe, a disk read, a lock) for a share of their time.
 
-use super::{fact, finding, ramp, Ctx};
+use super::{fact, finding, ramp, Ctx, FindingId};
 use crate::run::{Finding, Kind, OffClass, OffWait, ServerKind};
 
 /// Share of the front workers' time blocked (off CPU for a reason other than waiting
@@ -49,7 +49,7 @@ pub(super) fn worker_blocked(c: &Ctx) -> Option<Finding> {
         .count();
     let what = top.describe();
     let mut f = finding(
-        "worker-blocked",
+        FindingId::WorkerBlocked,
         Kind::Bottleneck,
         ramp(share, BLOCKED_SHARE, 0.5),
         format!(
@@ -178,7 +178,7 @@ pub(super) fn event_loop_stall(c: &Ctx) -> Option<Finding> {
         })
         .unwrap_or(0);
     let mut f = finding(
-        "event-loop-stall",
+        FindingId::EventLoopStall,
         Kind::Bottleneck,
         ramp(stalls, 0.5, 3.0).max(if stopped > 0 { 0.9 } else { 0.0 }),
         format!(
@@ -275,7 +275,7 @@ pub(super) fn server_stalled(c: &Ctx) -> Option<Finding> {
     );
     let in_flight = c.run.spec.connections as f64 * r.streams_per_connection.max(1) as f64;
     let mut f = finding(
-        "server-stalled",
+        FindingId::ServerStalled,
         Kind::Bottleneck,
         ramp(share, GAP_SHARE, 0.2),
         format!(

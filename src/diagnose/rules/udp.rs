@@ -11,7 +11,7 @@
 //! with CAP_NET_ADMIN). quic-go (Caddy) asks for 7 MB; nginx keeps the kernel's default
 //! (`net.core.rmem_default`) unless `listen … rcvbuf=` says otherwise.
 
-use super::{fact, finding, ramp, Ctx};
+use super::{fact, finding, ramp, Ctx, FindingId};
 use crate::diagnose::kinds::Knob;
 use crate::run::{Finding, Kind, UdpWindow};
 
@@ -61,7 +61,7 @@ pub(super) fn udp_receive_buffer_drops(c: &Ctx) -> Option<Finding> {
         .map_or("the server".into(), |p| p.comm.clone());
     let mut f =
         finding(
-            "udp-receive-buffer-drops",
+            FindingId::UdpReceiveBufferDrops,
             kind,
             confidence,
             format!(
@@ -189,7 +189,7 @@ pub(super) fn quic_server_cpu_bound(c: &Ctx) -> Option<Finding> {
         return None;
     }
     let mut f = finding(
-        "quic-server-cpu-bound",
+        FindingId::QuicServerCpuBound,
         Kind::Bottleneck,
         ramp(load, CPU_LIMIT_PCT, 100.0).max(0.6),
         format!(

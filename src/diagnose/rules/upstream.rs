@@ -1,6 +1,6 @@
 //! Upstreams behind a proxy (php-fpm, a backend) as the limit.
 
-use super::{fact, finding, logged, ramp, Ctx};
+use super::{fact, finding, logged, ramp, Ctx, FindingId};
 use crate::run::{Finding, Kind, Role, ServerKind};
 
 /// An upstream behind the front (php-fpm, a backend) is the limit when requests wait
@@ -80,7 +80,7 @@ pub(super) fn upstream_saturated(c: &Ctx) -> Option<Finding> {
     let cpus = c.server_cpus();
     let cpu_bound = computing && workers as u32 >= cpus;
     let mut f = finding(
-        "upstream-saturated",
+        FindingId::UpstreamSaturated,
         Kind::Bottleneck,
         conf,
         format!("upstream saturated: requests queue at {at}"),
