@@ -533,7 +533,7 @@ fn listen_backlog_low() {
 
 #[test]
 fn listen_backlog_high() {
-    listen_backlog(64);
+    listen_backlog(32);
 }
 
 fn listen_backlog(backlog: u32) {
@@ -561,7 +561,7 @@ fn php_fpm_children_low() {
 
 #[test]
 fn php_fpm_children_high() {
-    php_fpm_children(8, 400);
+    php_fpm_children(5, 400);
 }
 
 fn php_fpm_children(children: u32, script_ms: u32) {
@@ -676,7 +676,7 @@ fn proxy_buffers_low() {
 
 #[test]
 fn proxy_buffers_high() {
-    proxy_buffers(8);
+    proxy_buffers(5);
 }
 
 fn proxy_buffers(kb: u32) {
@@ -872,7 +872,7 @@ fn client_bound_low() {
 
 #[test]
 fn client_bound_high() {
-    client_bound(15);
+    client_bound(10);
 }
 
 fn client_bound(quota_pct: u32) {
@@ -1104,7 +1104,7 @@ fn php_fpm_socket_low() {
 
 #[test]
 fn php_fpm_socket_high() {
-    php_fpm_socket(8);
+    php_fpm_socket(4);
 }
 
 fn php_fpm_socket(children: u32) {
@@ -1299,7 +1299,7 @@ fn cpu_quota_low() {
 
 #[test]
 fn cpu_quota_high() {
-    cpu_quota(40);
+    cpu_quota(30);
 }
 
 fn cpu_quota(quota_pct: u32) {

@@ -177,6 +177,13 @@ pub(super) fn event_loop_stall(c: &Ctx) -> Option<Finding> {
                 .count()
         })
         .unwrap_or(0);
+    // A client stopped by its own CPU quota for most of each period measures its
+    // stops as slow requests, many connections at once and recurring: without a
+    // worker seen stopped, the spikes are the client's (client-saturated), not the
+    // server's loop.
+    if stopped == 0 && super::client::client_throttled(c) {
+        return None;
+    }
     let mut f = finding(
         FindingId::EventLoopStall,
         Kind::Bottleneck,
