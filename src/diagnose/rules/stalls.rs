@@ -433,7 +433,19 @@ mod tests {
         blind.evidence.as_mut().unwrap().offcpu = None;
         let found = crate::diagnose::diagnose(&blind);
         let f = found.iter().find(|f| f.id == "server-stalled").unwrap();
-        assert_eq!(f.kind, crate::run::Kind::Bottleneck, "{f:?}");
+        // The stall is the bottleneck: the slices' own finding, or beneath the same
+        // stall named from its spikes (event-loop-stall's bar at 10× p90 reaches the
+        // 200 ms writes; 10× p99 did not).
+        let top = found
+            .iter()
+            .find(|f| f.kind == crate::run::Kind::Bottleneck)
+            .unwrap();
+        assert!(
+            top.id == "server-stalled"
+                || (top.id == "event-loop-stall"
+                    && f.explanation.contains("Explained by event-loop-stall")),
+            "{top:?} {f:?}"
+        );
         assert!(f.explanation.contains("describes no request"));
         assert!(!fires(&fixture("blocking-log-after"), "server-stalled"));
         assert!(!fires(&fixture("mix-before"), "server-stalled"));
@@ -445,7 +457,8 @@ mod tests {
         assert!(!fires(&slow, "server-stalled"));
         // The same gaps, a server process waiting for a CPU at run-queue-delay's bar
         // (a starved machine: CI, the thread pool's JVM beside other builds): told,
-        // not the bottleneck; just under the bar, still the bottleneck.
+        // not the bottleneck (beneath run-queue-delay, or a warning); just under the
+        // bar, still the bottleneck.
         let kind = |delay: f64| {
             let mut starved = blind.clone();
             for p in starved
@@ -458,12 +471,16 @@ mod tests {
             {
                 p.run_delay_ms_per_s = Some(delay);
             }
-            crate::diagnose::diagnose(&starved)
-                .into_iter()
-                .find(|f| f.id == "server-stalled")
-                .map(|f| f.kind)
+            // The stall as told: the slices' finding, or event-loop-stall above it.
+            let found = crate::diagnose::diagnose(&starved);
+            let stall = |id: &str| found.iter().find(|f| f.id == id).map(|f| f.kind);
+            match stall("event-loop-stall") {
+                Some(crate::run::Kind::Bottleneck) => Some(crate::run::Kind::Bottleneck),
+                _ => stall("server-stalled"),
+            }
         };
-        assert_eq!(kind(100.0), Some(crate::run::Kind::Warning));
+        assert_ne!(kind(100.0), Some(crate::run::Kind::Bottleneck));
+        assert!(kind(100.0).is_some());
         assert_eq!(kind(90.0), Some(crate::run::Kind::Bottleneck));
     }
 }
