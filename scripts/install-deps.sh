@@ -26,6 +26,9 @@ want prlimit util-linux
 [ "$what" = test ] && want java default-jre-headless
 # A lossy link in a test's namespaces (tests/diagnose_time.rs; the kernel may have no netem).
 [ "$what" = test ] && { command -v nft >/dev/null 2>&1 || [ -x /usr/sbin/nft ] || need+=(nftables); }
+# The lab's slow disk (slow-disk): an ext4 image on a loop device (mkfs.ext4, losetup).
+[ "$what" = test ] && want mkfs.ext4 e2fsprogs
+[ "$what" = test ] && want losetup mount
 # nginx's echo module: a delay the config sets (tests/history.rs: a planted step).
 [ "$what" = test ] && { [ -e /usr/lib/nginx/modules/ngx_http_echo_module.so ] || need+=(libnginx-mod-http-echo); }
 # HTTP/3 (tests/engine_h3.rs; bench/h3-cost): Caddy serves it by default.

@@ -5,6 +5,7 @@
 //! and recorded as-is in the Run artifact so a run can be repeated from its JSON.
 
 pub mod har;
+mod header;
 mod lines;
 pub mod replay;
 mod requests;
@@ -12,6 +13,8 @@ mod segment;
 pub mod stages;
 mod table;
 pub mod targets;
+pub use header::split_credentials;
+pub(crate) use header::{check_header, is_token};
 use requests::RequestParts;
 pub use requests::Requests;
 pub use segment::{share_of, SegmentOf};
@@ -65,6 +68,9 @@ pub struct Spec {
     /// h2load's `-m`); 1 for HTTP/1.1.
     #[serde(default = "one")]
     pub max_concurrent_streams: u32,
+    /// HTTP/3: how a new QUIC connection's handshake may resume (`--resume`).
+    #[serde(default, skip_serializing_if = "Resume::is_off")]
+    pub resume: Resume,
     /// The socket I/O interface asked for (`--io`); the one used is `results.io`.
     #[serde(default)]
     pub io: IoBackend,
@@ -127,34 +133,27 @@ pub enum HttpVersion {
     H3,
 }
 
-/// Takes the credentials out of a URL (`http://user:pw@host/`): the URL to record (user
-/// kept, password dropped) and the `Authorization` value curl, ab and k6 would send.
-pub fn split_credentials(url: &str) -> (String, Option<String>) {
-    use base64::Engine;
-    let Ok(mut u) = url::Url::parse(url) else {
-        return (url.to_string(), None);
-    };
-    if u.username().is_empty() && u.password().is_none() {
-        return (url.to_string(), None);
+/// HTTP/3 (`--resume`): whether a new QUIC connection resumes the TLS session of an
+/// earlier one from its ticket, and sends its first requests in 0-RTT early data.
+#[derive(
+    Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema,
+)]
+#[serde(rename_all = "snake_case")]
+pub enum Resume {
+    /// Every handshake is a full one (no session cache).
+    #[default]
+    Off,
+    /// Resumed from a session ticket the server gave an earlier connection.
+    Tickets,
+    /// Resumed, its requests sent in 0-RTT early data when the server accepts them.
+    #[serde(rename = "0rtt")]
+    ZeroRtt,
+}
+
+impl Resume {
+    pub fn is_off(&self) -> bool {
+        *self == Resume::Off
     }
-    let decode = |s: &str| {
-        percent_encoding::percent_decode_str(s)
-            .decode_utf8_lossy()
-            .into_owned()
-    };
-    let pair = format!(
-        "{}:{}",
-        decode(u.username()),
-        decode(u.password().unwrap_or(""))
-    );
-    let _ = u.set_password(None);
-    (
-        u.to_string(),
-        Some(format!(
-            "Basic {}",
-            base64::engine::general_purpose::STANDARD.encode(pair)
-        )),
-    )
 }
 
 /// A URL broken into what the engine needs.
@@ -250,12 +249,16 @@ impl Spec {
             if self.io == IoBackend::Uring {
                 return bad("--io uring drives TCP only: HTTP/3 (--h3) runs on quinn's UDP sockets; drop --io uring");
             }
-            if self.rate.is_some() {
-                return bad("--rate (open loop) is not built for HTTP/3 yet: drop -R to run --h3 in closed loop");
+            if self
+                .stages
+                .as_ref()
+                .is_some_and(|s| s.kind == StageKind::Connections)
+            {
+                return bad("--stages of connections (30s:c10,…) is not built for HTTP/3: ramp the rate instead (--stages 30s:100,1m:1000 over -c connections), or drop --h3");
             }
-            if self.stages.is_some() {
-                return bad("--stages is not built for HTTP/3 yet: drop --stages to run --h3 at one number of connections");
-            }
+        }
+        if self.resume != Resume::Off && self.http != HttpVersion::H3 {
+            return bad("--resume is for HTTP/3 (--h3): TCP's TLS connections resume from rustls's session cache already; add --h3 or drop --resume");
         }
         if !is_token(&self.method) {
             return Err(SpecError::Flags(format!(
@@ -341,40 +344,6 @@ impl Spec {
     }
 }
 
-/// Checks one `Name: value` header: the message says what is wrong with it.
-pub(crate) fn check_header(h: &str) -> Result<(), String> {
-    // CR, LF or NUL would put a second header (or a second request) on the
-    // wire: header injection.
-    if h.bytes().any(|b| matches!(b, b'\r' | b'\n' | 0)) {
-        return Err(format!(
-            "invalid header `{}`: CR, LF and NUL are not allowed in a header",
-            h.escape_debug()
-        ));
-    }
-    // Other control characters are not field content either (RFC 9110 §5.5):
-    // servers answer 400 to them.
-    if h.bytes().any(|b| (b < 0x20 && b != b'\t') || b == 0x7f) {
-        return Err(format!(
-            "invalid header `{}`: control characters (other than tab) are not allowed in a header",
-            h.escape_debug()
-        ));
-    }
-    match h.split_once(':') {
-        Some((name, _)) if is_token(name.trim_end()) && !name.starts_with(' ') => Ok(()),
-        _ => Err(format!(
-            "invalid header `{}`: expected `Name: value` with a token name",
-            h.escape_debug()
-        )),
-    }
-}
-
-/// An RFC 9110 token: one or more tchar (letters, digits and ``!#$%&'*+-.^_`|~``).
-fn is_token(s: &str) -> bool {
-    !s.is_empty()
-        && s.bytes()
-            .all(|b| b.is_ascii_alphanumeric() || b"!#$%&'*+-.^_`|~".contains(&b))
-}
-
 impl Target {
     /// Connects once (blocking, bounded by `timeout`) so a wrong port fails before any
     /// load with a useful message. Returns the first address that accepted.
@@ -451,54 +420,6 @@ impl RequestBytes {
 pub(crate) mod tests {
     use super::*;
 
-    #[test]
-    fn credentials_in_the_url_become_basic_auth_and_leave_the_record() {
-        let (url, auth) = split_credentials("http://user:p%40ss@127.0.0.1:8080/x");
-        assert_eq!(url, "http://user@127.0.0.1:8080/x");
-        // base64("user:p@ss")
-        assert_eq!(auth.as_deref(), Some("Basic dXNlcjpwQHNz"));
-        assert_eq!(split_credentials("http://127.0.0.1/").1, None);
-        let s = Spec {
-            authorization: auth,
-            ..spec("http://127.0.0.1/")
-        };
-        let t = s.target().unwrap();
-        let req = RequestBytes::build(&s, &t, b"");
-        let text = String::from_utf8(req.keep).unwrap();
-        assert!(
-            text.contains("Authorization: Basic dXNlcjpwQHNz\r\n"),
-            "{text}"
-        );
-    }
-
-    /// NUL cannot come through argv, but a script building a Spec could pass one.
-    #[test]
-    fn header_bytes_that_break_the_wire_are_refused() {
-        // The last three found by the cli fuzz target: control characters that are not
-        // CR/LF/NUL were sent as they were (httparse, like servers, refuses them).
-        for h in [
-            "X: a\0b",
-            "X: a\rb",
-            "X: a\nb",
-            "X\0: v",
-            "X: a\x15b",
-            "X: \x1b[0m",
-            "X: a\x7f",
-        ] {
-            let s = Spec {
-                headers: vec![h.into()],
-                ..spec("http://127.0.0.1/")
-            };
-            assert!(s.check_flags().is_err(), "{h:?}");
-        }
-        let ok = Spec {
-            headers: vec!["X-Token_1.a: v\tw".into()],
-            method: "M-SEARCH".into(),
-            ..spec("http://127.0.0.1/")
-        };
-        ok.check_flags().unwrap();
-    }
-
     pub(crate) fn spec(url: &str) -> Spec {
         Spec {
             authorization: None,
@@ -516,6 +437,7 @@ pub(crate) mod tests {
             insecure: false,
             http: HttpVersion::Auto,
             max_concurrent_streams: 1,
+            resume: Default::default(),
             io: Default::default(),
             mix: None,
             stages: None,

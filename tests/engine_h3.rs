@@ -1,7 +1,9 @@
 //! HTTP/3 exactness against a real Caddy serving HTTP/3 on a loopback UDP port: every
 //! response loadlens counts is one Caddy logged as an `HTTP/3.0` request, with `-n`,
-//! `-d`, `--connreqs 1`, several streams per connection and a mix of targets; bad
-//! combinations are refused before any load.
+//! `-d`, `--connreqs 1` (full, resumed and 0-RTT handshakes), several streams per
+//! connection, open loop (`-R`), a mix of targets, a replay and two segments merged; a
+//! run over TCP notes Caddy's `Alt-Svc: h3`; bad combinations are refused before any
+//! load.
 
 mod common;
 
@@ -96,6 +98,292 @@ fn a_new_connection_for_every_request_with_connreqs_1() {
     assert_eq!(u(&run, "results.requests_per_connection"), 1);
     assert_eq!(u(&run, "results.quic.rtt.count"), 300);
     assert_eq!(u(&run, "results.phases.tls_handshake.count"), 300);
+    // Without --resume every handshake is a full one (the certificate sent each time).
+    assert_eq!(u(&run, "results.quic.handshakes_full"), 300);
+    assert_eq!(u(&run, "results.quic.handshake_full.count"), 300);
+    assert_eq!(u(&run, "results.quic.handshakes_resumed"), 0);
+    assert_eq!(u(&run, "results.quic.handshakes_0rtt"), 0);
+    assert!(run["results"]["quic"].get("handshake_resumed").is_none());
+}
+
+/// A run of 300 requests, a new connection for each, resuming as `resume` asks.
+fn connreqs_1(caddy: &Caddy, resume: &str) -> serde_json::Value {
+    let run = run_json(&[
+        "--h3",
+        "-k",
+        "-n",
+        "300",
+        "-c",
+        "2",
+        "-t",
+        "1",
+        "--connreqs",
+        "1",
+        "--resume",
+        resume,
+        "--no-watch",
+        &caddy.https_url("/1k.txt"),
+    ]);
+    let log = caddy.log();
+    assert_eq!(u(&run, "results.responses"), 300);
+    assert_no_errors(&run);
+    assert_eq!(log.len(), 300, "Caddy logged every request, no more");
+    all_h3(&log);
+    assert_eq!(u(&run, "results.connections_opened"), 300);
+    run
+}
+
+#[test]
+fn connreqs_1_resumes_handshakes_when_asked() {
+    let caddy = Caddy::start("");
+    let run = connreqs_1(&caddy, "tickets");
+    let q = &run["results"]["quic"];
+    let (full, resumed, zero) = (
+        u(q, "handshakes_full"),
+        u(q, "handshakes_resumed"),
+        u(q, "handshakes_0rtt"),
+    );
+    // Every connection's handshake counted once, by its kind; the first has no ticket
+    // (the probe's, at most), later ones take the tickets earlier ones got.
+    assert_eq!(full + resumed + zero, 300, "{q}");
+    assert!(resumed >= 90, "{full} full, {resumed} resumed");
+    assert_eq!(zero, 0, "no 0-RTT unless asked");
+    assert_eq!(u(q, "handshake_resumed.count"), resumed);
+    assert_eq!(run["spec"]["resume"], "tickets");
+}
+
+#[test]
+fn connreqs_1_sends_0rtt_requests_caddy_accepts() {
+    let caddy = Caddy::start("");
+    let run = connreqs_1(&caddy, "0rtt");
+    let q = &run["results"]["quic"];
+    let (full, resumed, zero) = (
+        u(q, "handshakes_full"),
+        u(q, "handshakes_resumed"),
+        u(q, "handshakes_0rtt"),
+    );
+    assert_eq!(full + resumed + zero, 300, "{q}");
+    // quic-go gives a ticket on a full handshake only: full and 0-RTT ones alternate.
+    assert!(zero >= 90, "{full} full, {resumed} resumed, {zero} 0-RTT");
+    assert_eq!(u(q, "handshake_0rtt.count"), zero);
+    assert_eq!(run["spec"]["resume"], "0rtt");
+    // The HTML report's HTTP/3 section counts each kind as the Run does.
+    let dir = tempfile::tempdir().unwrap();
+    let (file, page) = (dir.path().join("run.json"), dir.path().join("run.html"));
+    std::fs::write(&file, run.to_string()).unwrap();
+    let out = loadlens()
+        .arg("report")
+        .arg(&file)
+        .arg("--html")
+        .arg(&page)
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let html = std::fs::read_to_string(&page).unwrap();
+    let section = html
+        .split("<h2>HTTP/3 (QUIC)</h2>")
+        .nth(1)
+        .expect("no HTTP/3 section");
+    let section = section.split("<h2>").next().unwrap();
+    for (label, n) in [
+        ("full handshakes (1-RTT)", full),
+        ("resumed handshakes (session ticket)", resumed),
+        ("0-RTT handshakes (early data accepted)", zero),
+    ] {
+        assert!(
+            section.contains(&format!("<tr><td>{label}</td><td>{n}")),
+            "{label} {n}: {section}"
+        );
+    }
+}
+
+#[test]
+fn open_loop_over_http3_keeps_its_schedule_and_matches_the_log() {
+    let caddy = Caddy::start("");
+    // -n with -R: every request answered and logged once; the 400 requests at 400/s
+    // are due over a second (4 connections, each one every 10 ms), so the run cannot
+    // end before the last is due however fast Caddy answers.
+    let run = run_json(&[
+        "--h3",
+        "-k",
+        "-n",
+        "400",
+        "-R",
+        "400",
+        "-c",
+        "4",
+        "-t",
+        "2",
+        "--no-watch",
+        &caddy.https_url("/1k.txt"),
+    ]);
+    let log = caddy.log();
+    assert_eq!(u(&run, "results.responses"), 400);
+    assert_no_errors(&run);
+    assert_eq!(log.len(), 400);
+    all_h3(&log);
+    assert_eq!(run["spec"]["rate"], 400.0);
+    assert_eq!(
+        run["results"]["latency"]["corrected_for_coordinated_omission"],
+        true
+    );
+    let d = run["results"]["duration_s"].as_f64().unwrap();
+    assert!(d >= 0.95, "400 requests due over 1 s done in {d:.3} s");
+
+    // -d with -R: no more requests than the schedule holds (200/s × 2 s, one per
+    // connection at the start), each one logged; the rate reached near the one asked.
+    let caddy = Caddy::start("");
+    let run = run_json(&[
+        "--h3",
+        "-k",
+        "-d",
+        "2s",
+        "-R",
+        "200",
+        "-c",
+        "4",
+        "-t",
+        "2",
+        "--no-watch",
+        &caddy.https_url("/1k.txt"),
+    ]);
+    let log = caddy.log();
+    let responses = u(&run, "results.responses");
+    let in_flight = u(&run, "results.in_flight_at_end");
+    assert_no_errors(&run);
+    all_h3(&log);
+    assert!(
+        (log.len() as u64) >= responses && (log.len() as u64) <= responses + in_flight,
+        "{responses} responses + {in_flight} in flight, {} logged",
+        log.len()
+    );
+    assert!(log.len() <= 404, "{} sent for a schedule of 400", log.len());
+    assert!(responses >= 300, "{responses} of 400 scheduled");
+}
+
+#[test]
+fn a_replay_over_http3_matches_the_log_per_path() {
+    let caddy = Caddy::start("");
+    let dir = tempfile::tempdir().unwrap();
+    // 200 requests 5 ms apart over three paths, replayed twice as fast.
+    let path = |i: usize| ["/1k.txt", "/91k.bin", "/1k.txt", "/missing.txt"][i % 4];
+    let text: String = (0..200)
+        .map(|i| {
+            format!(
+                "{{\"t\": {:.3}, \"url\": \"{}\"}}\n",
+                1000.0 + i as f64 * 0.005,
+                path(i)
+            )
+        })
+        .collect();
+    let log_file = dir.path().join("replay.jsonl");
+    std::fs::write(&log_file, text).unwrap();
+    let run = run_json(&[
+        "--h3",
+        "-k",
+        "-c",
+        "4",
+        "-t",
+        "2",
+        "--no-watch",
+        "--replay",
+        log_file.to_str().unwrap(),
+        "--speed",
+        "2",
+        &caddy.https_url("/"),
+    ]);
+    let log = caddy.log();
+    assert_eq!(run["results"]["protocol"], "h3");
+    assert_eq!(u(&run, "results.responses"), 200);
+    assert_no_errors(&run);
+    assert_eq!(log.len(), 200);
+    all_h3(&log);
+    let mut by_path: HashMap<String, u64> = HashMap::new();
+    for l in &log {
+        *by_path.entry(l.uri.clone()).or_default() += 1;
+    }
+    assert_eq!(by_path["/1k.txt"], 100);
+    assert_eq!(by_path["/91k.bin"], 50);
+    assert_eq!(by_path["/missing.txt"], 50);
+    for ep in run["results"]["endpoints"].as_array().unwrap() {
+        let name = ep["name"].as_str().unwrap();
+        let path = name.split_whitespace().last().unwrap();
+        assert_eq!(ep["responses"].as_u64().unwrap(), by_path[path], "{name}");
+    }
+    assert_eq!(
+        run["results"]["latency"]["corrected_for_coordinated_omission"],
+        true
+    );
+    // The log spans 0.995 s, replayed at ×2: no sooner than its last request is due.
+    let d = run["results"]["duration_s"].as_f64().unwrap();
+    assert!(d >= 0.49, "{d:.3} s");
+}
+
+#[test]
+fn two_segments_over_http3_merge_exactly() {
+    let caddy = Caddy::start("");
+    let dir = tempfile::tempdir().unwrap();
+    let url = caddy.https_url("/1k.txt");
+    let files: Vec<std::path::PathBuf> = ["1/2", "2/2"]
+        .iter()
+        .enumerate()
+        .map(|(i, seg)| {
+            let f = dir.path().join(format!("seg{i}.json"));
+            let out = loadlens()
+                .arg("run")
+                .args(["--h3", "-k", "-n", "501", "-c", "4", "-t", "2"])
+                .args(["--max-concurrent-streams", "3", "--no-watch", &url])
+                .args(["--segment", seg, "-q", "--json"])
+                .arg(&f)
+                .output()
+                .unwrap();
+            assert!(
+                out.status.success(),
+                "{}",
+                String::from_utf8_lossy(&out.stderr)
+            );
+            f
+        })
+        .collect();
+    let merged = dir.path().join("merged.json");
+    let out = loadlens()
+        .arg("merge")
+        .args(&files)
+        .arg("--json")
+        .arg(&merged)
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let m: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(&merged).unwrap()).unwrap();
+    let log = caddy.log();
+    all_h3(&log);
+    assert_eq!(log.len(), 501);
+    assert_eq!(u(&m, "results.responses"), 501);
+    assert_eq!(m["results"]["protocol"], "h3");
+    assert_no_errors(&m);
+    // Each segment's connections, two each; their QUIC counters added.
+    assert_eq!(u(&m, "results.connections_opened"), 4);
+    assert_eq!(u(&m, "results.quic.rtt.count"), 4);
+    assert_eq!(u(&m, "results.quic.handshakes_full"), 4);
+    let segs: Vec<serde_json::Value> = files
+        .iter()
+        .map(|f| serde_json::from_str(&std::fs::read_to_string(f).unwrap()).unwrap())
+        .collect();
+    assert_eq!(
+        u(&m, "results.quic.packets_sent"),
+        segs.iter()
+            .map(|s| u(s, "results.quic.packets_sent"))
+            .sum::<u64>()
+    );
 }
 
 #[test]
@@ -196,6 +484,119 @@ fn a_mix_of_targets_over_http3_matches_the_log_per_path() {
 }
 
 #[test]
+fn a_run_over_tcp_notes_the_http3_caddy_offers() {
+    let caddy = Caddy::start("");
+    for http in ["--h1", "--h2"] {
+        let dir = tempfile::tempdir().unwrap();
+        let json = dir.path().join("run.json");
+        let page = dir.path().join("run.html");
+        let out = loadlens()
+            .arg("run")
+            .args([http, "-k", "-n", "20", "-c", "2", "-t", "1", "--no-watch"])
+            .arg(caddy.https_url("/1k.txt"))
+            .arg("--json")
+            .arg(&json)
+            .arg("--html")
+            .arg(&page)
+            .output()
+            .unwrap();
+        let text = String::from_utf8_lossy(&out.stdout);
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        let run: serde_json::Value =
+            serde_json::from_str(&std::fs::read_to_string(&json).unwrap()).unwrap();
+        // Caddy answers over TCP with `Alt-Svc: h3=":PORT"`, its own port.
+        assert_eq!(
+            u(&run, "results.alt_svc_h3_port"),
+            caddy.port as u64,
+            "{http}"
+        );
+        assert!(
+            text.contains(&format!("offers HTTP/3 on UDP port {}", caddy.port))
+                && text.contains("--h3"),
+            "{http}: {text}"
+        );
+        let html = std::fs::read_to_string(&page).unwrap();
+        assert!(
+            html.contains(&format!("offers HTTP/3 on UDP port {}", caddy.port)),
+            "{http}: the HTML report notes it too"
+        );
+    }
+    let log = caddy.log();
+    assert_eq!(log.len(), 40);
+    assert!(log.iter().all(|l| l.proto != "HTTP/3.0"));
+    // Over HTTP/3 itself, nothing to note.
+    let run = run_json(&[
+        "--h3",
+        "-k",
+        "-n",
+        "5",
+        "--no-watch",
+        &caddy.https_url("/1k.txt"),
+    ]);
+    assert!(run["results"].get("alt_svc_h3_port").is_none());
+}
+
+/// `--stages` of rates over HTTP/3: the schedule's requests (0→300/s over 1 s, then
+/// 300/s for 1 s: 150 + 300) each sent once at its due time and logged by Caddy; each
+/// stage's own count from the timeline. Connection stages are refused (below).
+#[test]
+fn rate_stages_over_http3_send_the_schedule() {
+    let caddy = Caddy::start("");
+    let run = run_json(&[
+        "--h3",
+        "-k",
+        "--stages",
+        "1s:300,1s:300",
+        "-c",
+        "4",
+        "-t",
+        "1",
+        "--no-watch",
+        &caddy.https_url("/1k.txt"),
+    ]);
+    let log = caddy.log();
+    all_h3(&log);
+    assert_no_errors(&run);
+    let responses = u(&run, "results.responses");
+    let in_flight = u(&run, "results.in_flight_at_end");
+    // Every request of the schedule went out (the budget is the schedule's 450); the
+    // last ones, due just before the end, may still have been on the wire at it.
+    assert_eq!(
+        responses + in_flight,
+        450,
+        "{responses} + {in_flight} in flight"
+    );
+    assert!(
+        (log.len() as u64) >= responses && (log.len() as u64) <= 450,
+        "{responses} responses + {in_flight} in flight, {} logged",
+        log.len()
+    );
+    assert!(responses >= 430, "{responses} of 450 answered in time");
+    let stages = run["results"]["stages"].as_array().unwrap();
+    assert_eq!(stages.len(), 2, "{stages:?}");
+    let rps = |i: usize| stages[i]["target_rps"].as_f64().unwrap();
+    assert_eq!((rps(0), rps(1)), (150.0, 300.0));
+    let done = |i: usize| u(&stages[i], "requests");
+    assert_eq!(done(0) + done(1), responses);
+    // A request is sent no earlier than it is due: the ramp's second cannot have
+    // finished more than its 150 (a late one counts in the next stage).
+    assert!(
+        done(0) <= 150 && done(1) >= 280,
+        "{} then {}",
+        done(0),
+        done(1)
+    );
+    assert_eq!(
+        run["results"]["latency"]["corrected_for_coordinated_omission"],
+        true
+    );
+}
+
+#[test]
 fn bad_combinations_are_refused() {
     for (args, says) in [
         (vec!["--h3", "http://127.0.0.1:1/"], "https://"),
@@ -205,7 +606,11 @@ fn bad_combinations_are_refused() {
             vec!["--h3", "--io", "uring", "https://127.0.0.1:1/"],
             "--io uring",
         ),
-        (vec!["--h3", "-R", "100", "https://127.0.0.1:1/"], "--rate"),
+        (vec!["--resume", "tickets", "https://127.0.0.1:1/"], "--h3"),
+        (
+            vec!["--h3", "--resume", "1rtt", "https://127.0.0.1:1/"],
+            "--resume",
+        ),
     ] {
         let out = loadlens()
             .arg("run")
@@ -217,6 +622,21 @@ fn bad_combinations_are_refused() {
         assert_eq!(out.status.code(), Some(2), "{args:?}: {err}");
         assert!(err.contains(says), "{args:?}: {err}");
     }
+    // Connection stages (no -n beside --stages): refused before any handshake.
+    let out = loadlens()
+        .arg("run")
+        .args([
+            "--h3",
+            "--no-watch",
+            "--stages",
+            "1s:c2",
+            "https://127.0.0.1:1/",
+        ])
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{err}");
+    assert!(err.contains("ramp the rate instead"), "{err}");
 }
 
 #[test]

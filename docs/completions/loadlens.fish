@@ -76,6 +76,8 @@ complete -c loadlens -n "__fish_loadlens_using_subcommand run" -l body -d 'Reque
 complete -c loadlens -n "__fish_loadlens_using_subcommand run" -l body-file -d 'Read the request body from a file' -r -F
 complete -c loadlens -n "__fish_loadlens_using_subcommand run" -l timeout -d 'Per-request timeout; a request unanswered after it counts as a timeout' -r
 complete -c loadlens -n "__fish_loadlens_using_subcommand run" -l max-concurrent-streams -d 'HTTP/2 and HTTP/3: requests in flight on each connection (h2load\'s -m)' -r
+complete -c loadlens -n "__fish_loadlens_using_subcommand run" -l resume -d 'HTTP/3: resume each new QUIC connection\'s TLS session from a ticket an earlier one got (`tickets`, the default of the bare flag), and send its first requests in 0-RTT early data when the server accepts them (`0rtt`). Without it every handshake is a full one. With --connreqs N, a new connection every N requests' -r -f -a "tickets\t''
+0rtt\t''"
 complete -c loadlens -n "__fish_loadlens_using_subcommand run" -l io -d 'Socket I/O of the workers: io_uring (one system call per loop for all connections; plain-text HTTP/1.1) or epoll. Default: io_uring where the kernel allows it, else epoll' -r -f -a "auto\t''
 uring\t''
 epoll\t''"
@@ -157,6 +159,8 @@ complete -c loadlens -n "__fish_loadlens_using_subcommand sweep" -l body -d 'Req
 complete -c loadlens -n "__fish_loadlens_using_subcommand sweep" -l body-file -d 'Read the request body from a file' -r -F
 complete -c loadlens -n "__fish_loadlens_using_subcommand sweep" -l timeout -d 'Per-request timeout; a request unanswered after it counts as a timeout' -r
 complete -c loadlens -n "__fish_loadlens_using_subcommand sweep" -l max-concurrent-streams -d 'HTTP/2 and HTTP/3: requests in flight on each connection (h2load\'s -m)' -r
+complete -c loadlens -n "__fish_loadlens_using_subcommand sweep" -l resume -d 'HTTP/3: resume each new QUIC connection\'s TLS session from a ticket an earlier one got (`tickets`, the default of the bare flag), and send its first requests in 0-RTT early data when the server accepts them (`0rtt`). Without it every handshake is a full one. With --connreqs N, a new connection every N requests' -r -f -a "tickets\t''
+0rtt\t''"
 complete -c loadlens -n "__fish_loadlens_using_subcommand sweep" -l io -d 'Socket I/O of the workers: io_uring (one system call per loop for all connections; plain-text HTTP/1.1) or epoll. Default: io_uring where the kernel allows it, else epoll' -r -f -a "auto\t''
 uring\t''
 epoll\t''"
@@ -212,6 +216,8 @@ complete -c loadlens -n "__fish_loadlens_using_subcommand tune" -l body -d 'Requ
 complete -c loadlens -n "__fish_loadlens_using_subcommand tune" -l body-file -d 'Read the request body from a file' -r -F
 complete -c loadlens -n "__fish_loadlens_using_subcommand tune" -l timeout -d 'Per-request timeout; a request unanswered after it counts as a timeout' -r
 complete -c loadlens -n "__fish_loadlens_using_subcommand tune" -l max-concurrent-streams -d 'HTTP/2 and HTTP/3: requests in flight on each connection (h2load\'s -m)' -r
+complete -c loadlens -n "__fish_loadlens_using_subcommand tune" -l resume -d 'HTTP/3: resume each new QUIC connection\'s TLS session from a ticket an earlier one got (`tickets`, the default of the bare flag), and send its first requests in 0-RTT early data when the server accepts them (`0rtt`). Without it every handshake is a full one. With --connreqs N, a new connection every N requests' -r -f -a "tickets\t''
+0rtt\t''"
 complete -c loadlens -n "__fish_loadlens_using_subcommand tune" -l io -d 'Socket I/O of the workers: io_uring (one system call per loop for all connections; plain-text HTTP/1.1) or epoll. Default: io_uring where the kernel allows it, else epoll' -r -f -a "auto\t''
 uring\t''
 epoll\t''"

@@ -52,6 +52,12 @@ pub struct LoadFlags {
     /// HTTP/2 and HTTP/3: requests in flight on each connection (h2load's -m).
     #[arg(long, value_name = "N", default_value = "1")]
     pub max_concurrent_streams: u32,
+    /// HTTP/3: resume each new QUIC connection's TLS session from a ticket an earlier
+    /// one got (`tickets`, the default of the bare flag), and send its first requests in
+    /// 0-RTT early data when the server accepts them (`0rtt`). Without it every
+    /// handshake is a full one. With --connreqs N, a new connection every N requests.
+    #[arg(long, value_name = "tickets|0rtt", num_args = 0..=1, default_missing_value = "tickets", value_parser = ["tickets", "0rtt"])]
+    pub resume: Option<String>,
     /// Socket I/O of the workers: io_uring (one system call per loop for all
     /// connections; plain-text HTTP/1.1) or epoll. Default: io_uring where the kernel
     /// allows it, else epoll.
@@ -174,6 +180,11 @@ impl LoadFlags {
                 _ => crate::spec::HttpVersion::Auto,
             },
             max_concurrent_streams: self.max_concurrent_streams,
+            resume: match self.resume.as_deref() {
+                None => crate::spec::Resume::Off,
+                Some("0rtt") => crate::spec::Resume::ZeroRtt,
+                Some(_) => crate::spec::Resume::Tickets,
+            },
             io: match self.io.as_str() {
                 "uring" => crate::spec::IoBackend::Uring,
                 "epoll" => crate::spec::IoBackend::Epoll,

@@ -63,8 +63,8 @@ impl MixFlags {
         }
         if self.replay.is_some() {
             self.speed()?;
-            if load.h2 || load.h3 {
-                anyhow::bail!("--replay speaks HTTP/1.1 for now: drop --h2/--h3");
+            if load.h2 {
+                anyhow::bail!("--replay speaks HTTP/1.1 or HTTP/3 (--h3) for now: drop --h2");
             }
             if body {
                 anyhow::bail!("--replay sends requests without a body: drop --body/--body-file");
@@ -84,7 +84,7 @@ impl MixFlags {
     }
 
     /// Puts `mix` into `spec`. A replay sends the log's requests (`-n` is their count),
-    /// over HTTP/1.1, for `duration` at most if one was given.
+    /// over HTTP/1.1 (or HTTP/3 with `--h3`), for `duration` at most if one was given.
     pub fn apply(mix: Option<MixSpec>, spec: &mut Spec, duration: Option<Duration>) {
         let Some(mix) = mix else {
             return;
@@ -92,7 +92,9 @@ impl MixFlags {
         if let Some(r) = &mix.replay {
             spec.requests = Some(r.requests);
             spec.duration_s = duration.map(|d| d.as_secs_f64());
-            spec.http = HttpVersion::H1;
+            if spec.http != HttpVersion::H3 {
+                spec.http = HttpVersion::H1;
+            }
         }
         spec.mix = Some(mix);
     }

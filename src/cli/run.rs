@@ -264,6 +264,8 @@ pub(super) fn prepare(a: &mut RunArgs) -> anyhow::Result<(Vec<u8>, Spec)> {
     let mut whole = a.load.spec(a.shape(), body.len())?;
     whole.stages = a.stages.clone();
     whole.abort_if_behind_pct = a.abort_if_behind;
+    // The stages against the rest (HTTP/3 ramps rates, not connections).
+    whole.check_flags()?;
     let mix = a.mix.read(&whole.url)?;
     MixFlags::apply(mix, &mut whole, a.duration);
     Ok((body, whole))

@@ -30,6 +30,7 @@ const SOURCES: &[(&str, &str)] = &[
     ("quota", include_str!("rules/quota.rs")),
     ("sockbuf", include_str!("rules/sockbuf.rs")),
     ("stalls", include_str!("rules/stalls.rs")),
+    ("tails", include_str!("rules/tails.rs")),
     ("udp", include_str!("rules/udp.rs")),
     ("upstream", include_str!("rules/upstream.rs")),
 ];

@@ -78,3 +78,12 @@ pub(super) enum Next {
     Reopen,
     Retry,
 }
+
+impl<T> Conn<T> {
+    /// The UDP port of the HTTP/3 this slot's responses offered (`Alt-Svc: h3`).
+    pub(super) fn alt_svc_h3(&self) -> Option<u16> {
+        self.parser
+            .alt_svc_h3
+            .or_else(|| self.h2.as_ref().and_then(|h| h.alt_svc_h3()))
+    }
+}

@@ -44,6 +44,20 @@ pub enum ParseError {
     Truncated,
 }
 
+/// The port of the HTTP/3 an `Alt-Svc` field value offers (RFC 7838 §3:
+/// `h3=":443"; ma=86400, h3-29=":443"`), when it offers `h3`.
+pub fn alt_svc_h3(value: &[u8]) -> Option<u16> {
+    let value = std::str::from_utf8(value).ok()?;
+    value.split(',').find_map(|alt| {
+        let (proto, rest) = alt.split(';').next()?.trim().split_once('=')?;
+        if proto.trim() != "h3" {
+            return None;
+        }
+        let authority = rest.trim().trim_matches('"');
+        authority.rsplit_once(':')?.1.parse().ok()
+    })
+}
+
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum State {
     /// Waiting for a complete status line and header block.
@@ -69,6 +83,8 @@ pub struct ResponseParser {
     status: u16,
     keep_alive: bool,
     head_request: bool,
+    /// The UDP port of the HTTP/3 a response's `Alt-Svc` offered (the first seen).
+    pub alt_svc_h3: Option<u16>,
 }
 
 /// What one call to [`ResponseParser::feed`] achieved.
@@ -88,6 +104,7 @@ impl ResponseParser {
             status: 0,
             keep_alive: true,
             head_request,
+            alt_svc_h3: None,
         }
     }
 
@@ -243,6 +260,8 @@ impl ResponseParser {
                 } else if !last.eq_ignore_ascii_case("identity") {
                     return Err(ParseError::TransferEncoding(last.to_string()));
                 }
+            } else if self.alt_svc_h3.is_none() && h.name.eq_ignore_ascii_case("alt-svc") {
+                self.alt_svc_h3 = alt_svc_h3(h.value);
             } else if h.name.eq_ignore_ascii_case("connection") {
                 for token in h.value.split(|&b| b == b',') {
                     let token = token.trim_ascii();
@@ -489,5 +508,16 @@ mod tests {
         let mut p = ResponseParser::new(false);
         assert_eq!(p.feed(b"HTTP/1.1 200").unwrap().consumed, 0);
         assert!(p.is_idle());
+    }
+
+    #[test]
+    fn alt_svc_offers_of_http3() {
+        assert_eq!(alt_svc_h3(br#"h3=":8443"; ma=2592000"#), Some(8443));
+        assert_eq!(
+            alt_svc_h3(br#"h3-29=":1", h3="alt.example:443""#),
+            Some(443)
+        );
+        assert_eq!(alt_svc_h3(br#"h2=":443""#), None);
+        assert_eq!(alt_svc_h3(b"clear"), None);
     }
 }

@@ -269,14 +269,8 @@ fn run_with<T: Transport + 'static>(
             streams,
             connreqs: spec.connreqs,
             // Each connection carries connections/rate of the schedule.
-            pace: spec
-                .rate
-                .map(|r| Duration::from_secs_f64(spec.connections as f64 / r))
-                // --replay at a speed: paced by each request's due time (`start_request`).
-                .or(
-                    (!request.due_us.is_empty() || stages::rate_stages(spec).is_some())
-                        .then_some(Duration::from_secs(1)),
-                ),
+            // --replay at a speed: paced by each request's due time (`start_request`).
+            pace: pace::connection_pace(spec, &request.due_us),
             stages: stage_plan.clone(),
             threads,
             timeout,
@@ -502,6 +496,7 @@ fn results_from(
         protocol: "http/1.1".into(),
         io: "epoll".into(),
         io_note: None,
+        alt_svc_h3_port: s.alt_svc_h3,
         iowait_cpus: Vec::new(),
         streams_per_connection: 1,
         goaway_received: s.goaway,

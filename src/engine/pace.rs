@@ -2,9 +2,11 @@
 //! next scheduled request is due, with sub-millisecond precision and no busy wait.
 
 use std::io;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use mio::{Interest, Poll, Token};
+
+use crate::spec::{Spec, StageKind, Stages};
 
 /// A timerfd in the poller, for open-loop pacing with sub-millisecond precision.
 pub(super) struct PaceTimer(std::os::fd::OwnedFd);
@@ -62,4 +64,40 @@ impl PaceTimer {
             libc::read(self.0.as_raw_fd(), (&mut n as *mut u64).cast(), 8);
         }
     }
+}
+
+/// The open-loop schedule every engine follows (the TCP workers and HTTP/3's): each
+/// connection sends a request every `pace` (connections ÷ `-R`), the connections of a
+/// thread staggered over one pace; or each request at its own due time, by its ordinal
+/// (`--replay` at a speed, rate `--stages`), `pace` then set only to mark the open loop.
+pub(super) fn connection_pace(spec: &Spec, due_us: &[u64]) -> Option<Duration> {
+    spec.rate
+        .map(|r| Duration::from_secs_f64(spec.connections as f64 / r))
+        .or(
+            (!due_us.is_empty() || super::stages::rate_stages(spec).is_some())
+                .then_some(Duration::from_secs(1)),
+        )
+}
+
+/// When slot `i` of a thread's `n` connections sends its first request.
+pub(super) fn first_due(start: Instant, pace: Option<Duration>, i: usize, n: usize) -> Instant {
+    start + pace.map_or(Duration::ZERO, |p| p * i as u32 / n.max(1) as u32)
+}
+
+/// When request `ordinal` is due by its own time (`--replay` at a speed, rate
+/// `--stages`); `None` when the schedule is by connection (`-R`) or the request has no
+/// time (due at the end or later).
+pub(super) fn due_of(
+    start: Instant,
+    due_us: &[u64],
+    stages: Option<&Stages>,
+    ordinal: u64,
+) -> Option<Instant> {
+    if let Some(&us) = due_us.get(ordinal as usize) {
+        return Some(start + Duration::from_micros(us));
+    }
+    let t = stages
+        .filter(|s| s.kind == StageKind::Rate)?
+        .due_s(ordinal)?;
+    Some(start + Duration::from_secs_f64(t))
 }

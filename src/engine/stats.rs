@@ -55,6 +55,8 @@ pub struct ThreadStats {
     pub unsolicited: u64,
     /// HTTP/2 GOAWAY frames received (the connection is replaced; not an error).
     pub goaway: u64,
+    /// The UDP port of the HTTP/3 a response's `Alt-Svc` offered, if one did.
+    pub alt_svc_h3: Option<u16>,
     /// Request latency, µs: from the first byte of the request written to the last byte
     /// of the response read.
     pub latency: Histogram<u64>,
@@ -144,6 +146,7 @@ impl ThreadStats {
             keepalive_closed: 0,
             unsolicited: 0,
             goaway: 0,
+            alt_svc_h3: None,
             latency: latency_histogram(max_latency),
             connect_time: latency_histogram(max_latency),
             phases: PhaseHistograms::new(max_latency),
@@ -224,6 +227,7 @@ impl ThreadStats {
         self.keepalive_closed += other.keepalive_closed;
         self.unsolicited += other.unsolicited;
         self.goaway += other.goaway;
+        self.alt_svc_h3 = self.alt_svc_h3.or(other.alt_svc_h3);
         self.bytes_read += other.bytes_read;
         for (a, b) in self.errors.iter_mut().zip(other.errors.iter()) {
             *a += b;

@@ -107,7 +107,7 @@ impl<T: Transport> Worker<T> {
     /// Slot `i`'s connection state, before its first connect, with a read buffer of
     /// `buf` bytes (none in the io_uring loop, whose buffers are the kernel's pick).
     pub(super) fn new_conn<S>(&self, i: usize, buf: usize) -> Conn<S> {
-        let n = self.connections.max(1) as u32;
+        let n = self.connections;
         Conn {
             transport: None,
             phase: Phase::Retry,
@@ -128,7 +128,7 @@ impl<T: Transport> Worker<T> {
             got_first: false,
             first_at: self.start,
             // Staggered so the connections' requests interleave evenly.
-            due: self.start + self.pace.map_or(Duration::ZERO, |p| p * i as u32 / n),
+            due: super::pace::first_due(self.start, self.pace, i, n),
             idx: i,
             target: 0,
             ordinal: UNCOUNTED,
@@ -496,10 +496,10 @@ impl<'a, T: Transport> Loop<'a, T> {
                 c.ordinal = ordinal;
                 c.permit = true;
             }
-            if let Some(&us) = due.get(c.ordinal as usize) {
-                c.due = self.w.start + Duration::from_micros(us);
-            } else if let Some(t) = schedule.and_then(|s| s.due_s(c.ordinal)) {
-                c.due = self.w.start + Duration::from_secs_f64(t);
+            if let Some(at) =
+                super::pace::due_of(self.w.start, due, self.w.stages.as_deref(), c.ordinal)
+            {
+                c.due = at;
             }
         }
         if self.w.pace.is_some() && c.due > now {
@@ -570,6 +570,7 @@ impl<'a, T: Transport> Loop<'a, T> {
                 _ => 0,
             })
             .sum();
+        self.stats.alt_svc_h3 = conns.iter().find_map(Conn::alt_svc_h3);
         self.tick(slice_of(self.w.start, next_tick), true);
         self.stats
     }

@@ -4,6 +4,7 @@
 //! before/after. It is the demo and the integration test suite of the diagnosis.
 
 pub mod caddy;
+pub mod disk;
 pub mod jvm;
 pub mod other_servers;
 pub mod path_scenarios;
@@ -16,6 +17,7 @@ pub mod tail_scenarios;
 pub mod testbed;
 pub mod time_scenarios;
 pub mod tune;
+pub mod wait_scenarios;
 pub mod world;
 
 pub use time_scenarios::BUSY_LOOP;

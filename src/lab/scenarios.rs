@@ -478,6 +478,7 @@ pub fn all() -> Vec<Scenario> {
     .chain(super::other_servers::scenarios())
     .chain(super::time_scenarios::scenarios())
     .chain(super::path_scenarios::scenarios())
+    .chain(super::wait_scenarios::scenarios())
     .chain(super::quic::scenarios())
     .collect()
 }

@@ -29,7 +29,9 @@ pub struct World {
     namespaces: Vec<String>,
     children: Vec<(String, Child)>,
     /// CPU cgroups made by [`World::cpu_quota`], removed after the processes.
-    cgroups: Vec<PathBuf>,
+    pub(super) cgroups: Vec<PathBuf>,
+    /// Filesystems mounted in the world's directory (a slow disk): unmounted when it ends.
+    pub(super) mounts: Vec<PathBuf>,
     /// Processes started by [`World::spawn`] from now on join this CPU cgroup (its
     /// `cgroup.procs`).
     pub spawn_cgroup: Option<PathBuf>,
@@ -98,6 +100,7 @@ impl World {
             namespaces: Vec::new(),
             children: Vec::new(),
             cgroups: Vec::new(),
+            mounts: Vec::new(),
             spawn_cgroup: None,
             params: Vec::new(),
         })
@@ -353,6 +356,9 @@ impl Drop for World {
         for ns in self.namespaces.drain(..).rev() {
             remove_namespace(&ns, self.verbose);
         }
+        for m in self.mounts.drain(..).rev() {
+            super::disk::unmount(&m);
+        }
         for cg in self.cgroups.drain(..) {
             remove_cgroup(&cg);
         }
@@ -488,10 +494,11 @@ pub fn clean_stale(verbose: bool) {
             }
         }
     }
-    let dirs = cpu_cgroup_root()
-        .map(|(base, _)| base)
-        .into_iter()
-        .chain([files_root(), std::env::temp_dir()]);
+    let dirs = cpu_cgroup_root().map(|(base, _)| base).into_iter().chain([
+        "/sys/fs/cgroup/blkio".into(),
+        files_root(),
+        std::env::temp_dir(),
+    ]);
     for rd in dirs.filter_map(|d| fs::read_dir(d).ok()) {
         for e in rd.flatten() {
             let name = e.file_name().to_string_lossy().to_string();
@@ -501,6 +508,10 @@ pub fn clean_stale(verbose: bool) {
                     if e.path().join("cgroup.procs").exists() {
                         remove_cgroup(&e.path());
                     } else {
+                        // A slow disk's mount first: its files are not the dir's.
+                        for m in super::disk::mounts_under(&e.path()) {
+                            super::disk::unmount(&m);
+                        }
                         let _ = fs::remove_dir_all(e.path());
                     }
                 }
@@ -556,7 +567,7 @@ pub fn in_netns<T: Send + 'static>(
     .map_err(|_| anyhow::anyhow!("namespace thread panicked"))?
 }
 
-fn set_mode(p: &Path, mode: u32) {
+pub(super) fn set_mode(p: &Path, mode: u32) {
     use std::os::unix::fs::PermissionsExt;
     let _ = fs::set_permissions(p, fs::Permissions::from_mode(mode));
 }

@@ -59,6 +59,12 @@ pub fn render(run: &Run, latency: bool) -> String {
     if let Some(note) = &r.io_note {
         let _ = writeln!(o, "  {note}");
     }
+    if let (Some(port), None) = (r.alt_svc_h3_port, &r.quic) {
+        let _ = writeln!(
+            o,
+            "  The server offers HTTP/3 on UDP port {port} (Alt-Svc: h3=\":{port}\"): load it over QUIC with --h3"
+        );
+    }
     let _ = writeln!(
         o,
         "  Thread Stats{:>6}{:>11}{:>8}{:>12}",
@@ -373,17 +379,33 @@ pub fn phase_line(r: &crate::run::LoadResults) -> Option<String> {
 /// (0.00%)  RTT p50 180us  datagrams 4,210 in 2,105 send calls`.
 fn quic_line(r: &crate::run::LoadResults) -> Option<String> {
     let q = r.quic.as_ref()?;
-    let lost_pct = q.packets_lost as f64 * 100.0 / q.packets_sent.max(1) as f64;
+    let lost_pct = q.counts.packets_lost as f64 * 100.0 / q.counts.packets_sent.max(1) as f64;
+    let c = &q.counts;
+    // The handshakes by kind, when any resumed (`--resume`), with their median times.
+    let mut kinds = String::new();
+    if c.handshakes_resumed + c.handshakes_0rtt > 0 {
+        kinds.push_str("\n  QUIC  handshakes");
+        for (n, what, l) in [
+            (c.handshakes_full, "full", &q.handshake_full),
+            (c.handshakes_resumed, "resumed", &q.handshake_resumed),
+            (c.handshakes_0rtt, "0-RTT", &q.handshake_0rtt),
+        ] {
+            let _ = write!(kinds, "  {n} {what}");
+            if let Some(p50) = l.as_ref().and_then(|l| l.at(50.0)) {
+                let _ = write!(kinds, " (p50 {})", short_us(p50));
+            }
+        }
+    }
     Some(format!(
         "  QUIC  packets {} sent, {} lost ({lost_pct:.2}%)  RTT p50 {}  datagrams {} in {} send calls, {} in {} receive calls",
-        q.packets_sent,
-        q.packets_lost,
+        q.counts.packets_sent,
+        q.counts.packets_lost,
         short_us(q.rtt.at(50.0).unwrap_or(0)),
-        q.datagrams_sent,
-        q.send_calls,
-        q.datagrams_received,
-        q.receive_calls,
-    ))
+        q.counts.datagrams_sent,
+        q.counts.send_calls,
+        q.counts.datagrams_received,
+        q.counts.receive_calls,
+    ) + &kinds)
 }
 
 /// A phase time in few characters: `41us`, `1.2ms`, `2.31s`.

@@ -60,6 +60,10 @@ pub struct LoadResults {
     /// refused the ring, or the run needs TLS or HTTP/2, which only epoll drives).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub io_note: Option<String>,
+    /// The UDP port on which the server offered HTTP/3 in its responses' `Alt-Svc`
+    /// (`h3=":PORT"`) during a run over TCP: the same URL can be loaded with `--h3`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub alt_svc_h3_port: Option<u16>,
     /// The CPUs on which loadlens's own io_uring waits were counted as iowait: on a
     /// kernel without `IORING_FEAT_NO_IOWAIT` (before Linux 6.15) a thread waiting in
     /// the ring shows as iowait in `/proc/stat`. Empty where the waits were entered with
@@ -118,6 +122,28 @@ pub struct LoadResults {
 /// each connection's counters added when it closed (or when the run ended).
 #[derive(Debug, Clone, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct QuicStats {
+    #[serde(flatten)]
+    pub counts: QuicCounts,
+    /// The round-trip time the QUIC stack measured (smoothed), one value per
+    /// connection when it closed, µs.
+    pub rtt: LatencySummary,
+    /// Handshake times by kind, µs (from the connection's start to its handshake's
+    /// end; a 0-RTT connection's requests left before it): full (1-RTT, the server's
+    /// certificate checked), resumed from a session ticket (`--resume`), resumed with
+    /// the first requests in 0-RTT early data the server accepted (`--resume 0rtt`).
+    /// Absent when no handshake was of that kind.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub handshake_full: Option<LatencySummary>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub handshake_resumed: Option<LatencySummary>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub handshake_0rtt: Option<LatencySummary>,
+}
+
+/// The QUIC stack's counters, as the engine adds them connection by connection and a
+/// merge adds them run by run.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
+pub struct QuicCounts {
     /// QUIC packets the client sent (a UDP datagram may carry several).
     pub packets_sent: u64,
     /// Of them, packets the client's loss detection declared lost (their frames were
@@ -134,9 +160,32 @@ pub struct QuicStats {
     /// sendmmsg/recvmmsg) one call moves several datagrams.
     pub send_calls: u64,
     pub receive_calls: u64,
-    /// The round-trip time the QUIC stack measured (smoothed), one value per
-    /// connection when it closed, µs.
-    pub rtt: LatencySummary,
+    /// Handshakes by kind: full (1-RTT), resumed from a session ticket, and resumed
+    /// with 0-RTT early data the server accepted (a 0-RTT attempt the server refused is
+    /// a resumed or full one).
+    #[serde(default)]
+    pub handshakes_full: u64,
+    #[serde(default)]
+    pub handshakes_resumed: u64,
+    #[serde(default)]
+    pub handshakes_0rtt: u64,
+}
+
+impl QuicCounts {
+    /// Adds `o`'s counters to these.
+    pub fn add(&mut self, o: &QuicCounts) {
+        self.packets_sent += o.packets_sent;
+        self.packets_lost += o.packets_lost;
+        self.bytes_lost += o.bytes_lost;
+        self.congestion_events += o.congestion_events;
+        self.datagrams_sent += o.datagrams_sent;
+        self.datagrams_received += o.datagrams_received;
+        self.send_calls += o.send_calls;
+        self.receive_calls += o.receive_calls;
+        self.handshakes_full += o.handshakes_full;
+        self.handshakes_resumed += o.handshakes_resumed;
+        self.handshakes_0rtt += o.handshakes_0rtt;
+    }
 }
 
 /// One 100 ms slice of the load (see [`LoadResults::slices`]).
@@ -477,16 +526,19 @@ impl QuicStats {
         };
         let mut out = (*first).clone();
         for p in &parts[1..] {
-            out.packets_sent += p.packets_sent;
-            out.packets_lost += p.packets_lost;
-            out.bytes_lost += p.bytes_lost;
-            out.congestion_events += p.congestion_events;
-            out.datagrams_sent += p.datagrams_sent;
-            out.datagrams_received += p.datagrams_received;
-            out.send_calls += p.send_calls;
-            out.receive_calls += p.receive_calls;
+            out.counts.add(&p.counts);
         }
         out.rtt = LatencySummary::merged(parts.iter().map(|p| &p.rtt))?;
+        let kind = |f: fn(&QuicStats) -> Option<&LatencySummary>| {
+            let some: Vec<&LatencySummary> = parts.iter().filter_map(|p| f(p)).collect();
+            match some.is_empty() {
+                true => Ok(None),
+                false => LatencySummary::merged(some.into_iter()).map(Some),
+            }
+        };
+        out.handshake_full = kind(|p| p.handshake_full.as_ref())?;
+        out.handshake_resumed = kind(|p| p.handshake_resumed.as_ref())?;
+        out.handshake_0rtt = kind(|p| p.handshake_0rtt.as_ref())?;
         Ok(Some(out))
     }
 }

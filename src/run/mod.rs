@@ -50,7 +50,7 @@ pub use evidence::{
 pub use finding::{Fact, Finding, Kind};
 pub use load::{
     decode_histogram, encode_histogram, ErrorCounts, LatencySummary, LoadMetric, LoadResults,
-    Percentile, Phases, QuicStats, Second, Slice, Spread, LOAD_METRICS, PERCENTILES,
+    Percentile, Phases, QuicCounts, QuicStats, Second, Slice, Spread, LOAD_METRICS, PERCENTILES,
 };
 pub use logs::{LogClass, ServerLog};
 pub use offcpu::{OffClass, OffCpu, OffProcess, OffStall, OffWait, STALL_MS};

@@ -178,6 +178,7 @@ pub(crate) mod tests {
             insecure: false,
             http: crate::spec::HttpVersion::Auto,
             max_concurrent_streams: 1,
+            resume: Default::default(),
             io: Default::default(),
             mix: None,
             stages: None,

@@ -85,6 +85,9 @@ pub(super) fn segment_args(
     if a.load.h3 {
         v.push("--h3".into());
     }
+    if let Some(r) = &a.load.resume {
+        v.extend(["--resume".into(), r.clone()]);
+    }
     v.extend([
         "--max-concurrent-streams".into(),
         a.load.max_concurrent_streams.to_string(),
@@ -193,6 +196,7 @@ mod tests {
     /// `run`'s flags that each segment is given (`segment_args`), as clap names them.
     const CARRIED: &[&str] = &[
         "h3",
+        "resume",
         "url",
         "connections",
         "threads",

@@ -124,7 +124,7 @@ pub(super) fn client_saturated(c: &Ctx) -> Option<Finding> {
 }
 
 /// Below this share of a core every watched server process had room to do more.
-const IDLE_PROC_PCT: f64 = 50.0;
+pub(super) const IDLE_PROC_PCT: f64 = 50.0;
 
 /// The load's own concurrency set the rate: a closed loop of N requests in flight
 /// completes N ÷ (mean latency) requests per second (Little's law), whatever the

@@ -1,9 +1,13 @@
 //! CPU and scheduling: saturated or unbalanced workers, run-queue wait, the cost of new
 //! connections, softirq on one CPU.
 
-use super::{already_niced, competitors, fact, finding, ramp, Ctx, FindingId};
+use super::{already_niced, fact, finding, other_work, ramp, Ctx, FindingId};
 use crate::diagnose::kinds::{self, Knob};
 use crate::run::{Finding, Kind};
+
+/// A worker that waited this long for a CPU (ms a second, a tenth of its time) shared
+/// its CPU with work that wanted it.
+pub(super) const RUN_DELAY_MS_PER_S: f64 = 100.0;
 
 /// Server workers waiting to run: another process on their CPU (or the machine
 /// over-committed).
@@ -15,10 +19,11 @@ pub(super) fn run_queue_delay(c: &Ctx) -> Option<Finding> {
     })?;
     let delay = w.run_delay_ms_per_s?;
     // 100 ms per second: the worker waited a tenth of its time for a CPU.
-    if delay < 100.0 {
+    if delay < RUN_DELAY_MS_PER_S {
         return None;
     }
-    let others = competitors(c, Some(w.last_cpu));
+    // A load generator on the worker's CPU is the sharing the warning names.
+    let others = other_work(c, Some(w.last_cpu));
     let kind = if others.is_empty() {
         Kind::Warning
     } else {
@@ -27,7 +32,7 @@ pub(super) fn run_queue_delay(c: &Ctx) -> Option<Finding> {
     let mut f = finding(
         FindingId::RunQueueDelay,
         kind,
-        ramp(delay, 100.0, 500.0),
+        ramp(delay, RUN_DELAY_MS_PER_S, 500.0),
         format!("{} waits for CPU {}", w.label(), w.last_cpu),
     );
     f.evidence = vec![

@@ -18,6 +18,7 @@ pub mod profile;
 mod quota;
 mod sockbuf;
 mod stalls;
+mod tails;
 mod udp;
 mod upstream;
 
@@ -262,11 +263,26 @@ pub(super) fn logged(c: &Ctx, class: &str) -> Option<(u64, Fact, String)> {
 
 /// Busy processes that are neither the server nor loadlens on `cpu` (any CPU if None).
 pub(super) fn competitors(c: &Ctx, cpu: Option<u32>) -> Vec<String> {
+    busy_others(c, cpu, |_| true)
+}
+
+/// [`competitors`] but load generators: a `loadlens` the watch could not tell from
+/// other processes (a watch over ssh to the machine the load runs on) shares the CPU
+/// as the load generator does, which is not other work to move away.
+pub(super) fn other_work(c: &Ctx, cpu: Option<u32>) -> Vec<String> {
+    busy_others(c, cpu, |o| o.comm != "loadlens")
+}
+
+fn busy_others(
+    c: &Ctx,
+    cpu: Option<u32>,
+    keep: impl Fn(&crate::run::OtherProcess) -> bool,
+) -> Vec<String> {
     c.ev.map(|e| {
         e.window
             .other_processes
             .iter()
-            .filter(|o| o.cpu_pct >= 20.0 && cpu.is_none_or(|x| x == o.last_cpu))
+            .filter(|o| o.cpu_pct >= 20.0 && cpu.is_none_or(|x| x == o.last_cpu) && keep(o))
             .map(|o| format!("{} (pid {}, {:.0}% CPU)", o.comm, o.pid, o.cpu_pct))
             .collect()
     })

@@ -16,9 +16,6 @@ pub(super) const GROWS: f64 = 1.25;
 const SATURATED_PCT: f64 = 90.0;
 /// The smallest pool named: `rate × unloaded time` below it is a single server's story.
 const MIN_POOL: f64 = 1.5;
-/// A worker that waited this long for a CPU (ms a second, run-queue-delay's own bar)
-/// shared its CPU with work that wanted it.
-const CPU_WAIT_MS_PER_S: f64 = 100.0;
 /// A worker running or waiting to run this share of its cores' time, while it waited
 /// for a CPU, is not idle between requests waiting for a slot: a CPU holds it.
 const CPU_HELD_PCT: f64 = 75.0;
@@ -81,12 +78,6 @@ pub(super) fn pool_limit(c: &Ctx) -> Option<Finding> {
         c.front_workers()
     };
     if cpu_held(c, &procs, rate, service_ms) {
-        return None;
-    }
-    // A worker of the tier seen stopped or in disk wait stopped serving: the queue is
-    // a stall's (event-loop-stall, worker-blocked), not a count's — nginx's single
-    // worker stopped 150 ms every 600 ms measured 2.1 "servers" busy.
-    if seen_stopped(c, &procs) {
         return None;
     }
     let kind = if tier.role == path::UPSTREAM {
@@ -186,20 +177,10 @@ pub(super) fn pool_limit(c: &Ctx) -> Option<Finding> {
 /// running 39% and waiting 50% of the time.) A pool's servers sleep on something else
 /// (a JVM thread waiting 80 ms for a backend spends 0.1 ms of CPU on it), so a busy
 /// host does not hide a pool.
-/// Whether the watch's samples caught one of `procs` stopped (T) or in disk wait (D).
-fn seen_stopped(c: &Ctx, procs: &[&crate::run::ProcRates]) -> bool {
-    c.ev.is_some_and(|e| {
-        e.samples
-            .iter()
-            .flat_map(|s| s.processes.iter())
-            .filter(|p| p.state == "T" || p.state == "D")
-            .any(|p| procs.iter().any(|q| q.pid == p.pid))
-    })
-}
-
 fn cpu_held(c: &Ctx, procs: &[&crate::run::ProcRates], rate: f64, service_ms: f64) -> bool {
-    let waited =
-        |p: &crate::run::ProcRates| p.run_delay_ms_per_s.unwrap_or(0.0) >= CPU_WAIT_MS_PER_S;
+    let waited = |p: &crate::run::ProcRates| {
+        p.run_delay_ms_per_s.unwrap_or(0.0) >= super::cpu::RUN_DELAY_MS_PER_S
+    };
     if procs
         .iter()
         .any(|p| waited(p) && c.worker_cpu_share(p) >= CPU_HELD_PCT)

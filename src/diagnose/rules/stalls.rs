@@ -37,7 +37,24 @@ pub(super) fn worker_blocked(c: &Ctx) -> Option<Finding> {
         .filter(|p| pids.contains(&p.pid))
         .map(|p| p.threads.max(1))
         .sum();
-    let share = blocked_ms / (threads.max(1) as f64 * off.duration_s * 1e3);
+    let mut share = blocked_ms / (threads.max(1) as f64 * off.duration_s * 1e3);
+    // nginx's workers with a thread pool (`aio threads`): the pool's threads wait in
+    // reads so that the event loop (the worker's main thread, tid = pid) does not — their
+    // waits are the fix working, not the worker blocked. Only the main thread's long
+    // waits count then.
+    if c.front_kind() == ServerKind::Nginx && threads as usize > pids.len() {
+        let main_ms: f64 = off
+            .stalls
+            .iter()
+            .filter(|s| pids.contains(&s.pid) && s.tid == s.pid)
+            .filter(|s| {
+                s.class
+                    .is_some_and(|k| k.blocks() && k != OffClass::Runnable)
+            })
+            .map(|s| s.ms)
+            .sum();
+        share = main_ms / (pids.len() as f64 * off.duration_s * 1e3);
+    }
     if share < BLOCKED_SHARE {
         return None;
     }

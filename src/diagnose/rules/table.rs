@@ -16,7 +16,7 @@
 
 use super::{
     accept, buffers, client, conntrack, cpu, http, limits, network, pool, ports, profile, quota,
-    sockbuf, stalls, udp, upstream, Explains, Row, Tier,
+    sockbuf, stalls, tails, udp, upstream, Explains, Row, Tier,
 };
 
 findings! {
@@ -263,6 +263,47 @@ findings! {
                 unless: None,
             },
         ],
+    }
+    UpstreamPaused = "upstream-paused" {
+        check: tails::upstream_paused,
+        means: "the upstream stopped for moments (state T: a stop signal, a collector's pause, a frozen cgroup) while the front's requests waited for it: the tail is its pauses",
+        long: "Mechanism: a process that stops — SIGSTOP, a stop-the-world garbage collection, a frozen cgroup, a VM paused — serves nothing until it resumes. Behind a front server the requests passed to it during a stop wait for its end while the front's workers sit idle: no CPU is busy, no queue overflows, and the latency has two modes (the requests that missed the stops, and those caught by one at about the stop's length). Its mean describes no request, and the closed loop's arithmetic (`concurrency-bound`) would call the tail the load's. loadlens samples the upstream's threads' states with the front's (the /proc sampler of every run) and lines the stops up with the 100 ms slices of the load.\n\
+            Confirm: `cat /proc/UPSTREAM/stat` (state T) or `ps -o stat,pid -p UPSTREAM` during a pause; a JVM's GC log (`-Xlog:gc`) with pauses of the tail's length; `results.slices` in the JSON, fewer responses in the slices of a stop.\n\
+            Fix: remove the pauses at their source (a collector with a pause-time goal or a concurrent one: `-XX:MaxGCPauseMillis=`, ZGC, Shenandoah; whatever stops or freezes the process); or two upstreams with `proxy_next_upstream timeout;` and a `proxy_read_timeout` under the pause, so a stalled one is skipped.\n\
+            Source: issue 41 (an upstream that pauses: a tail read as concurrency-bound).",
+        tier: Tier::Upstream,
+        latency_only: true,
+        explains: &[
+            // An upstream that stops holds every request passed to it: the front's
+            // responses stop too, and look like the front's own stall.
+            Explains {
+                consequence: FindingId::EventLoopStall,
+                why: "the requests held at once were those waiting for the stopped upstream, not for the front's event loop",
+                unless: None,
+            },
+            Explains {
+                consequence: FindingId::ServerStalled,
+                why: "the slices without a response lie inside the upstream's stops",
+                unless: None,
+            },
+            // A probe that caught a stop measured a rate that did not grow with the
+            // connections: the pauses', read as a pool (tests/diagnose_tails: upstream
+            // stopped 50 ms a second, `pool-limit` first once in a run beside builds).
+            Explains {
+                consequence: FindingId::PoolLimit,
+                why: "the rate stayed put while the upstream was stopped, whatever the connections: the requests waited for the stops, not for a pool's free worker",
+                unless: None,
+            },
+        ],
+    }
+    LatencyTail = "latency-tail" {
+        check: tails::latency_tail,
+        means: "p99 (or p99.9) far above p50 with nothing saturated, and no rule naming why: the tail said with its distribution's numbers, not as the load's concurrency",
+        long: "Mechanism: a latency of two modes — most requests fast, a share of them slow — comes from something other than saturation: a stall now and then, a slow path taken by some requests (a cache miss, a query, a retry), a pause. Its mean describes neither mode, so the closed loop's arithmetic (in flight ÷ mean latency) names no capacity. loadlens says the two modes, how many requests are in the slow one, and whether they come in bursts (a few 100 ms slices) or all through the run (a share of every moment's requests).\n\
+            Confirm: the latency distribution (`--latency`, the HTML's histogram), `results.slices` in the JSON; the server's request log with its times (nginx `$request_time`, `$upstream_response_time`).\n\
+            Fix: find the slow requests' path (per-endpoint results with `--targets`, the upstream's log, `--profile`'s off-CPU stacks) and work on it; more connections will not lower it.\n\
+            Source: issue 41 (a tail is a finding; never summarise a bimodal latency by its mean).",
+        latency_only: true,
     }
     LinkSaturated = "link-saturated" {
         check: network::link_saturated,

@@ -128,6 +128,8 @@ struct Entry {
 struct Name {
     len: usize,
     is_status: bool,
+    /// A literal `alt-svc` (the first response of a connection names it literally).
+    is_alt_svc: bool,
 }
 
 /// One connection's response decoder.
@@ -141,6 +143,8 @@ pub struct Decoder {
     capacity: usize,
     /// Where a literal name or a `:status` value is decoded (reused).
     scratch: Vec<u8>,
+    /// The UDP port of the HTTP/3 a response's `Alt-Svc` offered (the first seen).
+    pub alt_svc_h3: Option<u16>,
 }
 
 /// Allocates nothing (a placeholder while a connection's state is rebuilt).
@@ -151,6 +155,7 @@ impl Default for Decoder {
             size: 0,
             capacity: MAX_TABLE,
             scratch: Vec::new(),
+            alt_svc_h3: None,
         }
     }
 }
@@ -215,6 +220,11 @@ impl Decoder {
                     if status == 0 {
                         status = s;
                     }
+                } else if name.is_alt_svc && self.alt_svc_h3.is_none() {
+                    let v = self.decode(huffman, raw)?;
+                    value_len = v.len();
+                    let port = crate::engine::http::alt_svc_h3(v);
+                    self.alt_svc_h3 = port;
                 } else if huffman && indexing && name.len + ENTRY_OVERHEAD <= self.capacity {
                     // Its size decides what is evicted; a field that cannot fit at all
                     // empties the table whatever its length (§4.4).
@@ -256,12 +266,14 @@ impl Decoder {
             1..=61 => Ok(Name {
                 len: STATIC[i - 1].0 as usize,
                 is_status: (STATUS_NAME..STATUS_NAME + 7).contains(&i),
+                is_alt_svc: false,
             }),
             _ => {
                 let e = self.table.get(i - 62).ok_or(Malformed)?;
                 Ok(Name {
                     len: e.name_len as usize,
                     is_status: e.is_status,
+                    is_alt_svc: false,
                 })
             }
         }
@@ -274,6 +286,7 @@ impl Decoder {
         Ok(Name {
             len: name.len(),
             is_status: name == b":status",
+            is_alt_svc: name == b"alt-svc",
         })
     }
 

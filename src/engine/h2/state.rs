@@ -80,6 +80,11 @@ impl H2Conn {
         )
     }
 
+    /// The UDP port of the HTTP/3 a response's `Alt-Svc` offered on this slot.
+    pub(in crate::engine) fn alt_svc_h3(&self) -> Option<u16> {
+        self.decoder.alt_svc_h3
+    }
+
     /// A connection's initial state around these buffers (emptied).
     fn with_buffers(
         mut decoder: hpack::Decoder,

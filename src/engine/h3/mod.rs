@@ -22,18 +22,23 @@ use std::sync::mpsc::{self, Receiver, Sender};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use bytes::{Buf, Bytes};
+use bytes::Bytes;
 use hdrhistogram::Histogram;
 
 mod quic;
+mod resume;
 mod setup;
+mod stream;
 
-use super::stats::{latency_histogram, us_between, ErrorKind, ThreadStats, Tick};
-use super::worker::{slice_of, Budget, LiveCount, TICK, UNCOUNTED};
-use super::{client_check, quota_before, quota_over, spawn_worker, Gathered, Outcome, Progress};
-use crate::spec::{Requests, Spec, Target};
+use super::stats::{latency_histogram, us_between, ThreadStats, Tick};
+use super::worker::{slice_of, Budget, LiveCount, TICK};
+use super::{
+    client_check, pace, quota_before, quota_over, spawn_worker, stages, Gathered, Outcome, Progress,
+};
+use crate::spec::{Requests, Resume, Spec, Stages, Target};
 use quic::QuicSum;
-use setup::{build_requests, client_config, endpoint_for, probe, H3Request};
+use resume::Handshake;
+use setup::{build_requests, client_config, endpoint_for, probe, H3Config, H3Request};
 
 /// A connection whose handshake failed waits this long before trying again.
 const RETRY_AFTER: Duration = Duration::from_millis(20);
@@ -58,8 +63,11 @@ pub(super) fn run(
     // The order table (which target each request is) and the endpoints' numbering, as
     // the TCP loops use them; the HTTP/1.1 bytes themselves are not sent.
     let order = Arc::new(Requests::build(spec, target, &[]));
+    // Open loop (`-R`, `--replay` at a speed): the TCP engine's schedule.
+    let pace = pace::connection_pace(spec, &order.due_us);
     let streams = spec.max_concurrent_streams;
-    let budget = Arc::new(Budget::new(spec.requests));
+    let budget = Arc::new(Budget::new(spec.requests.or(stages::budget(spec))));
+    let rate_stages = stages::rate_stages(spec).cloned().map(Arc::new);
     let threads = spec.threads as usize;
     let max = timeout * 2 + Duration::from_secs(1);
     let (tx, rx) = mpsc::channel::<Tick>();
@@ -86,6 +94,9 @@ pub(super) fn run(
             order: order.clone(),
             streams,
             connreqs: spec.connreqs,
+            zero_rtt: spec.resume == Resume::ZeroRtt,
+            pace,
+            stages: rate_stages.clone(),
             timeout,
             start,
             deadline,
@@ -131,11 +142,19 @@ struct H3Worker {
     connections: usize,
     addr: SocketAddr,
     host: String,
-    cfg: quinn::ClientConfig,
+    cfg: H3Config,
     requests: Arc<Vec<H3Request>>,
     order: Arc<Requests>,
     streams: u32,
     connreqs: Option<u32>,
+    /// `--resume 0rtt`: requests sent in 0-RTT early data when the session allows.
+    zero_rtt: bool,
+    /// Open loop: each connection slot sends a request every `pace`, or each request
+    /// at its own due time (`pace::due_of`); latency counts from when it was due.
+    pace: Option<Duration>,
+    /// Rate stages (`--stages 30s:100,…`): request k is due at the schedule's k-th
+    /// moment.
+    stages: Option<Arc<Stages>>,
     timeout: Duration,
     start: Instant,
     deadline: Option<Instant>,
@@ -179,15 +198,9 @@ struct Open {
     held: RefCell<Vec<u64>>,
     /// Without `-n`: the slot's own count, which walks a mix's order.
     seq: Cell<u64>,
+    /// Open loop: when the slot's next request is due.
+    due: Cell<Instant>,
     quic: quinn::Connection,
-}
-
-/// How a request ended, when it did not end with a response.
-enum Failed {
-    /// The request was not sent (the connection was closing): send it on the next one.
-    NotSent,
-    /// It failed with this class; `true` when the connection is gone with it.
-    Error(ErrorKind, bool),
 }
 
 impl H3Worker {
@@ -334,6 +347,7 @@ async fn slot(ctx: Rc<Ctx>, endpoint: quinn::Endpoint, i: usize) {
     let w = &ctx.w;
     let mut carried: Vec<u64> = Vec::new();
     let mut seq = (w.id as u64) << 32 | (i as u64 * 7919);
+    let mut due = pace::first_due(w.start, w.pace, i, w.connections);
     loop {
         // A claim before connecting: no connection is opened that could never send.
         let first = match carried.pop() {
@@ -344,7 +358,7 @@ async fn slot(ctx: Rc<Ctx>, endpoint: quinn::Endpoint, i: usize) {
             },
         };
         let began = Instant::now();
-        let conn = match connect(&ctx, &endpoint).await {
+        let conn = match connect(&ctx, &endpoint, began).await {
             Ok(c) => c,
             Err(errno) => {
                 // The request it was opened for is spent as a connect error.
@@ -380,10 +394,11 @@ async fn slot(ctx: Rc<Ctx>, endpoint: quinn::Endpoint, i: usize) {
             left: Cell::new(w.connreqs.map_or(u64::MAX, u64::from)),
             held: RefCell::new(held),
             seq: Cell::new(seq),
+            due: Cell::new(due),
             quic: conn.clone(),
         });
         let tasks: Vec<_> = (0..w.streams)
-            .map(|_| tokio::task::spawn_local(stream(ctx.clone(), open.clone())))
+            .map(|_| tokio::task::spawn_local(stream::stream(ctx.clone(), open.clone())))
             .collect();
         for t in tasks {
             if let Ok(mut unsent) = t.await {
@@ -392,6 +407,7 @@ async fn slot(ctx: Rc<Ctx>, endpoint: quinn::Endpoint, i: usize) {
         }
         carried.append(&mut open.held.borrow_mut());
         seq = open.seq.get();
+        due = open.due.get();
         conn.close(H3_NO_ERROR.into(), b"");
         drive.abort();
         ctx.open.borrow_mut()[i] = None;
@@ -399,165 +415,48 @@ async fn slot(ctx: Rc<Ctx>, endpoint: quinn::Endpoint, i: usize) {
     }
 }
 
-/// A QUIC handshake within the timeout; Err(errno) when it failed.
-async fn connect(ctx: &Ctx, endpoint: &quinn::Endpoint) -> Result<quinn::Connection, i32> {
+/// A QUIC handshake within the timeout, its kind and time counted; Err(errno) when it
+/// failed. With `--resume 0rtt` and a ticket that allows it, the connection is returned
+/// at once (its requests go out as 0-RTT data) and its handshake counted when it ends.
+async fn connect(
+    ctx: &Rc<Ctx>,
+    endpoint: &quinn::Endpoint,
+    began: Instant,
+) -> Result<quinn::Connection, i32> {
     let w = &ctx.w;
-    let connecting = endpoint
-        .connect_with(w.cfg.clone(), w.addr, &w.host)
+    let (cfg, certificate) = w.cfg.connection();
+    let mut connecting = endpoint
+        .connect_with(cfg, w.addr, &w.host)
         .map_err(|_| libc::EINVAL)?;
+    if w.zero_rtt {
+        match connecting.into_0rtt() {
+            Ok((conn, accepted)) => {
+                let (ctx, c) = (ctx.clone(), conn.clone());
+                tokio::task::spawn_local(async move {
+                    let accepted = accepted.await;
+                    // A handshake that failed is counted as a connection error instead.
+                    if accepted || c.close_reason().is_none() {
+                        let kind = Handshake::of(certificate.load(Ordering::Relaxed), accepted);
+                        let us = us_between(began, Instant::now());
+                        ctx.c.borrow_mut().quic.handshake(kind, us, ctx.max);
+                    }
+                });
+                return Ok(conn);
+            }
+            Err(c) => connecting = c,
+        }
+    }
     match tokio::time::timeout(w.timeout, connecting).await {
         Err(_) => Err(libc::ETIMEDOUT),
         Ok(Err(quinn::ConnectionError::TimedOut)) => Err(libc::ETIMEDOUT),
         Ok(Err(quinn::ConnectionError::ConnectionClosed(_))) => Err(libc::ECONNREFUSED),
         Ok(Err(quinn::ConnectionError::Reset)) => Err(libc::ECONNRESET),
         Ok(Err(_)) => Err(libc::EPROTO),
-        Ok(Ok(c)) => Ok(c),
-    }
-}
-
-/// One stream slot of a connection: a request at a time until the connection's
-/// `--connreqs` or the budget is spent, or the connection fails. Returns the claims of
-/// requests it could not send.
-async fn stream(ctx: Rc<Ctx>, open: Rc<Open>) -> Vec<u64> {
-    let w = &ctx.w;
-    loop {
-        if open.left.get() == 0 {
-            return Vec::new();
+        Ok(Ok(c)) => {
+            let kind = Handshake::of(certificate.load(Ordering::Relaxed), false);
+            let us = us_between(began, Instant::now());
+            ctx.c.borrow_mut().quic.handshake(kind, us, ctx.max);
+            Ok(c)
         }
-        let claimed = open.held.borrow_mut().pop();
-        let ordinal = match claimed {
-            Some(o) => o,
-            None => match w.budget.claim() {
-                Some(o) => o,
-                None => return Vec::new(),
-            },
-        };
-        open.left.set(open.left.get() - 1);
-        let t = pick(&w.order, ordinal, &open.seq);
-        let began = Instant::now();
-        ctx.c.borrow_mut().in_flight += 1;
-        let outcome = tokio::time::timeout(w.timeout, exchange(&ctx, &open, t)).await;
-        let mut c = ctx.c.borrow_mut();
-        c.in_flight -= 1;
-        let e = w.order.endpoint[t as usize];
-        match outcome {
-            Ok(Ok(done)) => c.record(e, began, &done),
-            Ok(Err(Failed::NotSent)) => return vec![ordinal],
-            Ok(Err(Failed::Error(kind, gone))) => {
-                c.failed(e, kind);
-                if gone {
-                    return Vec::new();
-                }
-            }
-            Err(_) => {
-                // The stream is reset as the future is dropped; the connection goes on
-                // only if it still answers: close it, as the TCP loops replace theirs.
-                c.failed(e, ErrorKind::Timeout);
-                open.quic.close(H3_NO_ERROR.into(), b"timeout");
-                return Vec::new();
-            }
-        }
-    }
-}
-
-/// The target of a request: by its `-n` ordinal, else by the slot's own count.
-fn pick(order: &Requests, ordinal: u64, seq: &Cell<u64>) -> u32 {
-    if order.order.len() == 1 {
-        return order.order[0];
-    }
-    let n = if ordinal == UNCOUNTED {
-        seq.set(seq.get().wrapping_add(1));
-        seq.get()
-    } else {
-        ordinal
-    };
-    order.pick(n)
-}
-
-/// A response read whole.
-struct Done {
-    status: u16,
-    first: Instant,
-    end: Instant,
-    bytes: u64,
-}
-
-/// Sends request `t` on a new stream of `open` and reads its response.
-async fn exchange(ctx: &Ctx, open: &Open, t: u32) -> Result<Done, Failed> {
-    let req = &ctx.w.requests[t as usize];
-    let mut sending = open.send.clone();
-    let mut s = match sending.send_request(req.head()).await {
-        Ok(s) => s,
-        Err(h3::error::StreamError::RemoteClosing { .. }) => {
-            // GOAWAY: the server will not take this request; the next connection will.
-            ctx.c.borrow_mut().stats.goaway += 1;
-            return Err(Failed::NotSent);
-        }
-        Err(e) if e.is_h3_no_error() || open.quic.close_reason().is_some() => {
-            return Err(Failed::NotSent)
-        }
-        Err(e) => return Err(class(&e)),
-    };
-    if !req.body.is_empty() {
-        s.send_data(req.body.clone()).await.map_err(|e| class(&e))?;
-    }
-    s.finish().await.map_err(|e| class(&e))?;
-    let resp = s.recv_response().await.map_err(|e| class(&e))?;
-    let first = Instant::now();
-    let mut bytes: u64 = resp
-        .headers()
-        .iter()
-        .map(|(n, v)| (n.as_str().len() + v.len()) as u64)
-        .sum();
-    while let Some(chunk) = s.recv_data().await.map_err(|e| class(&e))? {
-        bytes += chunk.remaining() as u64;
-    }
-    Ok(Done {
-        status: resp.status().as_u16(),
-        first,
-        end: Instant::now(),
-        bytes,
-    })
-}
-
-/// The error class of a failed stream; whether the connection went with it.
-fn class(e: &h3::error::StreamError) -> Failed {
-    match e {
-        h3::error::StreamError::RemoteTerminate { .. } => Failed::Error(ErrorKind::Reset, false),
-        h3::error::StreamError::ConnectionError { .. } => Failed::Error(ErrorKind::Read, true),
-        _ => Failed::Error(ErrorKind::Parse, false),
-    }
-}
-
-impl Counts {
-    fn record(&mut self, endpoint: u16, began: Instant, d: &Done) {
-        let us = us_between(began, d.end).max(1);
-        self.stats.latency.saturating_record(us);
-        self.interval.saturating_record(us);
-        self.stats
-            .phases
-            .ttfb
-            .saturating_record(us_between(began, d.first));
-        self.stats
-            .phases
-            .body
-            .saturating_record(us_between(d.first, d.end));
-        self.stats.responses += 1;
-        self.interval_responses += 1;
-        self.stats.bytes_read += d.bytes;
-        self.interval_bytes += d.bytes;
-        self.stats.status(d.status);
-        self.stats.endpoint_response(endpoint, d.status, us);
-    }
-
-    fn failed(&mut self, endpoint: u16, kind: ErrorKind) {
-        self.stats.errors[kind as usize] += 1;
-        self.interval_errors += 1;
-        self.stats.endpoint_error(endpoint);
-    }
-
-    fn connect_failed(&mut self, errno: i32) {
-        self.stats.connect_error(errno);
-        self.interval_errors += 1;
     }
 }

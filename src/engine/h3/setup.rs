@@ -3,15 +3,17 @@
 //! ALPN `h3`), a worker's endpoint, and the one handshake that checks the server first.
 
 use std::net::SocketAddr;
+use std::sync::atomic::AtomicBool;
 use std::sync::Arc;
 use std::time::Duration;
 
 use anyhow::Context;
 use bytes::Bytes;
 
+use super::resume::Watched;
 use super::H3_NO_ERROR;
 use crate::engine::transport::TlsConfig;
-use crate::spec::{Spec, Target};
+use crate::spec::{Resume, Spec, Target};
 
 /// One request of the run (or of each target of its mix) ready to send: its head as
 /// the `http` types h3 takes, and its body.
@@ -104,13 +106,42 @@ pub(super) fn build_requests(
     }
 }
 
-/// The QUIC client configuration: the TCP engine's rustls configuration (its verifier,
-/// `--insecure`, the ring provider) offering ALPN `h3`.
-pub(super) fn client_config(spec: &Spec, target: &Target) -> anyhow::Result<quinn::ClientConfig> {
+/// The QUIC client configuration of a run: the TCP engine's rustls configuration (its
+/// verifier, `--insecure`, the ring provider) offering ALPN `h3`, with a session cache
+/// and early data as `--resume` asks, and the transport and token store every
+/// connection shares.
+#[derive(Clone)]
+pub(super) struct H3Config {
+    crypto: Arc<dyn quinn::crypto::ClientConfig>,
+    transport: Arc<quinn::TransportConfig>,
+    tokens: Arc<dyn quinn::TokenStore>,
+}
+
+impl H3Config {
+    /// The configuration of one new connection, and the flag its handshake raises when
+    /// the server sends its certificate (a full handshake, not a resumed one).
+    pub(super) fn connection(&self) -> (quinn::ClientConfig, Arc<AtomicBool>) {
+        let certificate = Arc::new(AtomicBool::new(false));
+        let mut cfg = quinn::ClientConfig::new(Arc::new(Watched {
+            inner: self.crypto.clone(),
+            certificate: certificate.clone(),
+        }));
+        cfg.transport_config(self.transport.clone());
+        cfg.token_store(self.tokens.clone());
+        (cfg, certificate)
+    }
+}
+
+pub(super) fn client_config(spec: &Spec, target: &Target) -> anyhow::Result<H3Config> {
     let tls = TlsConfig::new(&target.host, spec.insecure, &[b"h3"])?;
-    let crypto = quinn::crypto::rustls::QuicClientConfig::try_from(tls.client)
+    let mut client = (*tls.client).clone();
+    match spec.resume {
+        Resume::Off => client.resumption = rustls::client::Resumption::disabled(),
+        Resume::Tickets => {}
+        Resume::ZeroRtt => client.enable_early_data = true,
+    }
+    let crypto = quinn::crypto::rustls::QuicClientConfig::try_from(Arc::new(client))
         .map_err(|e| anyhow::anyhow!("cannot use the TLS configuration for QUIC: {e}"))?;
-    let mut cfg = quinn::ClientConfig::new(Arc::new(crypto));
     let mut transport = quinn::TransportConfig::default();
     // A peer silent for longer than the request timeout ends the connection (its
     // requests are then counted as errors, never left waiting).
@@ -118,8 +149,11 @@ pub(super) fn client_config(spec: &Spec, target: &Target) -> anyhow::Result<quin
     transport.max_idle_timeout(Some(
         quinn::IdleTimeout::try_from(idle).context("--timeout too long for QUIC")?,
     ));
-    cfg.transport_config(Arc::new(transport));
-    Ok(cfg)
+    Ok(H3Config {
+        crypto: Arc::new(crypto),
+        transport: Arc::new(transport),
+        tokens: Arc::new(quinn::TokenMemoryCache::default()),
+    })
 }
 
 pub(super) fn endpoint_for(addr: SocketAddr) -> std::io::Result<quinn::Endpoint> {
@@ -134,7 +168,7 @@ pub(super) fn endpoint_for(addr: SocketAddr) -> std::io::Result<quinn::Endpoint>
 /// HTTP/3 on that UDP port, or a certificate the client refuses, fails the run at once
 /// with a hint instead of a run made only of errors.
 pub(super) fn probe(
-    cfg: &quinn::ClientConfig,
+    cfg: &H3Config,
     addr: SocketAddr,
     host: &str,
     timeout: Duration,
@@ -145,7 +179,7 @@ pub(super) fn probe(
     rt.block_on(async {
         let ep = endpoint_for(addr)?;
         let connecting = ep
-            .connect_with(cfg.clone(), addr, host)
+            .connect_with(cfg.connection().0, addr, host)
             .with_context(|| format!("cannot start a QUIC connection to {addr}"))?;
         let conn = match tokio::time::timeout(timeout, connecting).await {
             Err(_) => anyhow::bail!(

@@ -11,8 +11,18 @@ use crate::units::{fmt_bytes, fmt_us};
 /// The "HTTP/3 (QUIC)" section: nothing for a run over TCP.
 pub(super) fn quic(o: &mut String, run: &Run) {
     let r = &run.results;
-    let Some(q) = &r.quic else { return };
-    let lost_pct = q.packets_lost as f64 * 100.0 / q.packets_sent.max(1) as f64;
+    let Some(q) = &r.quic else {
+        if let Some(port) = r.alt_svc_h3_port {
+            let _ = write!(
+                o,
+                "<h2>HTTP/3 (QUIC)</h2><p>The server offers HTTP/3 on UDP port {port} \
+                 (<code>Alt-Svc: h3=\":{port}\"</code> in its responses): load it over QUIC \
+                 with <code>--h3</code>.</p>"
+            );
+        }
+        return;
+    };
+    let lost_pct = q.counts.packets_lost as f64 * 100.0 / q.counts.packets_sent.max(1) as f64;
     let per_call = |d: u64, c: u64| {
         if c == 0 {
             "-".to_string()
@@ -26,37 +36,37 @@ pub(super) fn quic(o: &mut String, run: &Run) {
         .and_then(|p| p.tls_handshake.as_ref())
         .map_or(0, |l| l.count);
     o.push_str("<h2>HTTP/3 (QUIC)</h2><table>");
-    let rows: [(&str, String); 8] = [
+    let mut rows: Vec<(&str, String)> = vec![
         (
             "QUIC connections (handshakes completed)",
             format!("{} ({handshakes})", r.connections_opened),
         ),
-        ("packets sent", q.packets_sent.to_string()),
+        ("packets sent", q.counts.packets_sent.to_string()),
         (
             "packets lost (declared by the client's loss detection)",
             format!(
                 "{} ({lost_pct:.2}%), {}",
-                q.packets_lost,
-                fmt_bytes(q.bytes_lost as f64)
+                q.counts.packets_lost,
+                fmt_bytes(q.counts.bytes_lost as f64)
             ),
         ),
-        ("congestion events", q.congestion_events.to_string()),
+        ("congestion events", q.counts.congestion_events.to_string()),
         (
             "datagrams sent / send calls",
             format!(
                 "{} / {} ({} a call)",
-                q.datagrams_sent,
-                q.send_calls,
-                per_call(q.datagrams_sent, q.send_calls)
+                q.counts.datagrams_sent,
+                q.counts.send_calls,
+                per_call(q.counts.datagrams_sent, q.counts.send_calls)
             ),
         ),
         (
             "datagrams received / receive calls",
             format!(
                 "{} / {} ({} a call)",
-                q.datagrams_received,
-                q.receive_calls,
-                per_call(q.datagrams_received, q.receive_calls)
+                q.counts.datagrams_received,
+                q.counts.receive_calls,
+                per_call(q.counts.datagrams_received, q.counts.receive_calls)
             ),
         ),
         (
@@ -70,6 +80,31 @@ pub(super) fn quic(o: &mut String, run: &Run) {
         ),
         ("connections whose RTT was read", q.rtt.count.to_string()),
     ];
+    // The handshakes by kind when any resumed (`--resume`): how many, their median time.
+    let c = &q.counts;
+    if c.handshakes_resumed + c.handshakes_0rtt > 0 {
+        for (n, what, l) in [
+            (
+                c.handshakes_full,
+                "full handshakes (1-RTT)",
+                &q.handshake_full,
+            ),
+            (
+                c.handshakes_resumed,
+                "resumed handshakes (session ticket)",
+                &q.handshake_resumed,
+            ),
+            (
+                c.handshakes_0rtt,
+                "0-RTT handshakes (early data accepted)",
+                &q.handshake_0rtt,
+            ),
+        ] {
+            let p50 = l.as_ref().and_then(|l| l.at(50.0));
+            let time = p50.map_or(String::new(), |p| format!(", p50 {}", fmt_us(p as f64)));
+            rows.push((what, format!("{n}{time}")));
+        }
+    }
     for (k, v) in rows {
         let _ = write!(o, "<tr><td>{k}</td><td>{v}</td></tr>");
     }

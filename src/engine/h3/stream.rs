@@ -1,0 +1,190 @@
+//! A connection's streams: each a request at a time — its target picked, sent when
+//! due in open loop, its response read whole — until the connection's `--connreqs` or
+//! the budget is spent, or the connection fails.
+
+use std::cell::Cell;
+use std::rc::Rc;
+use std::time::Instant;
+
+use bytes::Buf;
+
+use super::{pace, Counts, Ctx, H3Worker, Open, H3_NO_ERROR};
+use crate::engine::stats::{us_between, ErrorKind};
+use crate::engine::worker::UNCOUNTED;
+use crate::spec::Requests;
+
+/// How a request ended, when it did not end with a response.
+pub(super) enum Failed {
+    /// The request was not sent (the connection was closing): send it on the next one.
+    NotSent,
+    /// It failed with this class; `true` when the connection is gone with it.
+    Error(ErrorKind, bool),
+}
+
+/// One stream slot of a connection: a request at a time until the connection's
+/// `--connreqs` or the budget is spent, or the connection fails. Returns the claims of
+/// requests it could not send.
+pub(super) async fn stream(ctx: Rc<Ctx>, open: Rc<Open>) -> Vec<u64> {
+    let w = &ctx.w;
+    loop {
+        if open.left.get() == 0 {
+            return Vec::new();
+        }
+        let claimed = open.held.borrow_mut().pop();
+        let ordinal = match claimed {
+            Some(o) => o,
+            None => match w.budget.claim() {
+                Some(o) => o,
+                None => return Vec::new(),
+            },
+        };
+        open.left.set(open.left.get() - 1);
+        let t = pick(&w.order, ordinal, &open.seq);
+        let intended = due(w, &open, ordinal);
+        if let Some(at) = intended {
+            tokio::time::sleep_until(at.into()).await;
+        }
+        let sent = Instant::now();
+        // A request due while every stream was busy waited for one: its latency counts
+        // from when it was due (no coordinated omission), as in the TCP engine.
+        let began = intended.map_or(sent, |at| at.min(sent));
+        ctx.c.borrow_mut().in_flight += 1;
+        let outcome = tokio::time::timeout(w.timeout, exchange(&ctx, &open, t)).await;
+        let mut c = ctx.c.borrow_mut();
+        c.in_flight -= 1;
+        let e = w.order.endpoint[t as usize];
+        match outcome {
+            Ok(Ok(done)) => c.record(e, began, sent, &done),
+            Ok(Err(Failed::NotSent)) => return vec![ordinal],
+            Ok(Err(Failed::Error(kind, gone))) => {
+                c.failed(e, kind);
+                if gone {
+                    return Vec::new();
+                }
+            }
+            Err(_) => {
+                // The stream is reset as the future is dropped; the connection goes on
+                // only if it still answers: close it, as the TCP loops replace theirs.
+                c.failed(e, ErrorKind::Timeout);
+                open.quic.close(H3_NO_ERROR.into(), b"timeout");
+                return Vec::new();
+            }
+        }
+    }
+}
+
+/// Open loop: when request `ordinal` is due — at its own time (`--replay` at a speed),
+/// else the slot's next turn (`-R`); `None` in closed loop.
+fn due(w: &H3Worker, open: &Open, ordinal: u64) -> Option<Instant> {
+    let pace = w.pace?;
+    if let Some(at) = pace::due_of(w.start, &w.order.due_us, w.stages.as_deref(), ordinal) {
+        return Some(at);
+    }
+    let at = open.due.get();
+    open.due.set(at + pace);
+    Some(at)
+}
+
+/// The target of a request: by its `-n` ordinal, else by the slot's own count.
+fn pick(order: &Requests, ordinal: u64, seq: &Cell<u64>) -> u32 {
+    if order.order.len() == 1 {
+        return order.order[0];
+    }
+    let n = if ordinal == UNCOUNTED {
+        seq.set(seq.get().wrapping_add(1));
+        seq.get()
+    } else {
+        ordinal
+    };
+    order.pick(n)
+}
+
+/// A response read whole.
+pub(super) struct Done {
+    status: u16,
+    first: Instant,
+    end: Instant,
+    bytes: u64,
+}
+
+/// Sends request `t` on a new stream of `open` and reads its response.
+async fn exchange(ctx: &Ctx, open: &Open, t: u32) -> Result<Done, Failed> {
+    let req = &ctx.w.requests[t as usize];
+    let mut sending = open.send.clone();
+    let mut s = match sending.send_request(req.head()).await {
+        Ok(s) => s,
+        Err(h3::error::StreamError::RemoteClosing { .. }) => {
+            // GOAWAY: the server will not take this request; the next connection will.
+            ctx.c.borrow_mut().stats.goaway += 1;
+            return Err(Failed::NotSent);
+        }
+        Err(e) if e.is_h3_no_error() || open.quic.close_reason().is_some() => {
+            return Err(Failed::NotSent)
+        }
+        Err(e) => return Err(class(&e)),
+    };
+    if !req.body.is_empty() {
+        s.send_data(req.body.clone()).await.map_err(|e| class(&e))?;
+    }
+    s.finish().await.map_err(|e| class(&e))?;
+    let resp = s.recv_response().await.map_err(|e| class(&e))?;
+    let first = Instant::now();
+    let mut bytes: u64 = resp
+        .headers()
+        .iter()
+        .map(|(n, v)| (n.as_str().len() + v.len()) as u64)
+        .sum();
+    while let Some(chunk) = s.recv_data().await.map_err(|e| class(&e))? {
+        bytes += chunk.remaining() as u64;
+    }
+    Ok(Done {
+        status: resp.status().as_u16(),
+        first,
+        end: Instant::now(),
+        bytes,
+    })
+}
+
+/// The error class of a failed stream; whether the connection went with it.
+fn class(e: &h3::error::StreamError) -> Failed {
+    match e {
+        h3::error::StreamError::RemoteTerminate { .. } => Failed::Error(ErrorKind::Reset, false),
+        h3::error::StreamError::ConnectionError { .. } => Failed::Error(ErrorKind::Read, true),
+        _ => Failed::Error(ErrorKind::Parse, false),
+    }
+}
+
+impl Counts {
+    /// A response: its latency from `began` (when it was due, in open loop), its time
+    /// to first byte from when it was `sent`.
+    fn record(&mut self, endpoint: u16, began: Instant, sent: Instant, d: &Done) {
+        let us = us_between(began, d.end).max(1);
+        self.stats.latency.saturating_record(us);
+        self.interval.saturating_record(us);
+        self.stats
+            .phases
+            .ttfb
+            .saturating_record(us_between(sent, d.first));
+        self.stats
+            .phases
+            .body
+            .saturating_record(us_between(d.first, d.end));
+        self.stats.responses += 1;
+        self.interval_responses += 1;
+        self.stats.bytes_read += d.bytes;
+        self.interval_bytes += d.bytes;
+        self.stats.status(d.status);
+        self.stats.endpoint_response(endpoint, d.status, us);
+    }
+
+    fn failed(&mut self, endpoint: u16, kind: ErrorKind) {
+        self.stats.errors[kind as usize] += 1;
+        self.interval_errors += 1;
+        self.stats.endpoint_error(endpoint);
+    }
+
+    pub(super) fn connect_failed(&mut self, errno: i32) {
+        self.stats.connect_error(errno);
+        self.interval_errors += 1;
+    }
+}
