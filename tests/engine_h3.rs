@@ -133,16 +133,21 @@ fn connreqs_1(caddy: &Caddy, resume: &str) -> serde_json::Value {
     run
 }
 
+/// The handshakes of `results.quic` by kind: full, resumed, 0-RTT.
+fn handshakes(q: &serde_json::Value) -> (u64, u64, u64) {
+    (
+        u(q, "handshakes_full"),
+        u(q, "handshakes_resumed"),
+        u(q, "handshakes_0rtt"),
+    )
+}
+
 #[test]
 fn connreqs_1_resumes_handshakes_when_asked() {
     let caddy = Caddy::start("");
     let run = connreqs_1(&caddy, "tickets");
     let q = &run["results"]["quic"];
-    let (full, resumed, zero) = (
-        u(q, "handshakes_full"),
-        u(q, "handshakes_resumed"),
-        u(q, "handshakes_0rtt"),
-    );
+    let (full, resumed, zero) = handshakes(q);
     // Every connection's handshake counted once, by its kind; the first has no ticket
     // (the probe's, at most), later ones take the tickets earlier ones got.
     assert_eq!(full + resumed + zero, 300, "{q}");
@@ -157,11 +162,7 @@ fn connreqs_1_sends_0rtt_requests_caddy_accepts() {
     let caddy = Caddy::start("");
     let run = connreqs_1(&caddy, "0rtt");
     let q = &run["results"]["quic"];
-    let (full, resumed, zero) = (
-        u(q, "handshakes_full"),
-        u(q, "handshakes_resumed"),
-        u(q, "handshakes_0rtt"),
-    );
+    let (full, resumed, zero) = handshakes(q);
     assert_eq!(full + resumed + zero, 300, "{q}");
     // quic-go gives a ticket on a full handshake only: full and 0-RTT ones alternate.
     assert!(zero >= 90, "{full} full, {resumed} resumed, {zero} 0-RTT");

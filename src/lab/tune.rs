@@ -3,7 +3,7 @@
 //! says whether each config file the world started with is byte-identical to how it
 //! started and whether the server still serves — what a tune test asserts.
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::Arc;
@@ -45,8 +45,8 @@ pub fn objective(expected_finding: &str) -> Option<&'static str> {
     }
 }
 
-/// Every config file of the world (`*.conf`, `*.cfg`) and its bytes.
-fn configs(w: &World) -> Vec<(PathBuf, Vec<u8>, std::time::SystemTime)> {
+/// Every file of the world whose path `keep` accepts, with its bytes and mtime.
+fn files(w: &World, keep: fn(&Path) -> bool) -> Vec<(PathBuf, Vec<u8>, std::time::SystemTime)> {
     let mut out = Vec::new();
     let mut dirs = vec![w.dir.clone()];
     while let Some(d) = dirs.pop() {
@@ -54,7 +54,7 @@ fn configs(w: &World) -> Vec<(PathBuf, Vec<u8>, std::time::SystemTime)> {
             let p = e.path();
             if p.is_dir() {
                 dirs.push(p);
-            } else if p.extension().is_some_and(|x| x == "conf" || x == "cfg") {
+            } else if keep(&p) {
                 if let (Ok(b), Ok(m)) = (std::fs::read(&p), e.metadata()) {
                     out.push((p, b, m.modified().unwrap_or(std::time::UNIX_EPOCH)));
                 }
@@ -62,6 +62,28 @@ fn configs(w: &World) -> Vec<(PathBuf, Vec<u8>, std::time::SystemTime)> {
         }
     }
     out.sort();
+    out
+}
+
+/// Every config file of the world (`*.conf`, `*.cfg`) and its bytes.
+fn configs(w: &World) -> Vec<(PathBuf, Vec<u8>, std::time::SystemTime)> {
+    files(w, |p| {
+        p.extension().is_some_and(|x| x == "conf" || x == "cfg")
+    })
+}
+
+/// The last lines of the world's servers' error logs, for a server that stopped
+/// serving: what it said is the first thing to read.
+fn error_log_tails(w: &World) -> String {
+    let mut out = String::new();
+    for (p, bytes, _) in files(w, |p| p.file_name().is_some_and(|n| n == "error.log")) {
+        let text = String::from_utf8_lossy(&bytes);
+        let lines: Vec<&str> = text.lines().collect();
+        out.push_str(&format!("lab: the last lines of {}:\n", p.display()));
+        for l in &lines[lines.len().saturating_sub(15)..] {
+            out.push_str(&format!("  {l}\n"));
+        }
+    }
     out
 }
 
@@ -163,12 +185,17 @@ pub fn tune(name: &str, o: &TuneOptions) -> anyhow::Result<u8> {
     let serves = super::world::in_netns(&format!("/run/netns/{}", w.client()), move || {
         crate::tune::live::serving(&url).map_err(|e| format!("{e:#}"))
     })?;
-    match serves {
+    match &serves {
         Ok(code) => println!("lab: the server serves {} (status {code})", setup.url),
         Err(e) => println!("lab: the server does NOT serve: {e}"),
     }
     let code = status.code().map(|c| c as u8).unwrap_or_else(|| {
         128 + std::os::unix::process::ExitStatusExt::signal(&status).unwrap_or(0) as u8
     });
+    // Whatever went wrong, the servers' own words about it (a failed reload, a worker
+    // that could not take over: a tune test's failure shows them).
+    if code != 0 || serves.is_err() {
+        print!("{}", error_log_tails(&w));
+    }
     Ok(code)
 }

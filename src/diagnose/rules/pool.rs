@@ -208,6 +208,55 @@ mod tests {
         }
     }
 
+    /// Regression (lab event_loop_stall on a quiet host, 1 run in 2 at stop 49): nginx's
+    /// single worker stopped 150 ms every second held ~32,000/s whatever the
+    /// connections, and with 0.1 ms unloaded Little's law counted "a concurrency limit
+    /// of 3" — pool-limit first, the stall beneath it. The requests waited for the
+    /// stops, not for a free server: a stall found as the bottleneck explains the pool.
+    /// Without the stall's spikes the same probes are a pool.
+    #[test]
+    fn a_stalled_loop_is_not_a_pool() {
+        use crate::run::Kind;
+        let mut run = fixture("event-loop-stall-before");
+        let rate = run.results.requests_per_s;
+        run.probes = vec![probe(1, 10_000.0, 0.1), probe(80, rate, 2.0)];
+        let found = crate::diagnose::diagnose(&run);
+        let ids: Vec<_> = found.iter().map(|f| (f.id.to_string(), f.kind)).collect();
+        assert_eq!(found[0].id, "event-loop-stall", "{ids:?}");
+        let pool = found.iter().find(|f| f.id == "pool-limit").expect("fires");
+        assert_eq!(pool.kind, Kind::Info, "{ids:?}");
+        // The stops taken away (no request slower than 10 ms, no slice without a
+        // response): the same probes are a pool, first.
+        let mut steady = run.clone();
+        let h = steady.results.latency.decode().unwrap();
+        let mut kept = crate::diagnose::testutil::histogram();
+        for v in h.iter_recorded().filter(|v| v.value_iterated_to() < 10_000) {
+            kept.record_n(v.value_iterated_to(), v.count_at_value())
+                .unwrap();
+        }
+        let corrected = steady.results.latency.corrected_for_coordinated_omission;
+        steady.results.latency = crate::run::LatencySummary::from_histogram(&kept, corrected);
+        steady.results.latency.mean_us = run.results.latency.mean_us;
+        for s in &mut steady.results.timeline {
+            s.max_us = s.max_us.min(10_000);
+        }
+        let typical = steady
+            .results
+            .slices
+            .iter()
+            .map(|s| s.responses)
+            .max()
+            .unwrap_or(1);
+        for s in &mut steady.results.slices {
+            s.responses = s.responses.max(typical / 2);
+            s.max_us = s.max_us.min(10_000);
+        }
+        let found = crate::diagnose::diagnose(&steady);
+        let ids: Vec<_> = found.iter().map(|f| (f.id.to_string(), f.kind)).collect();
+        assert_eq!(found[0].id, "pool-limit", "{ids:?}");
+        assert_eq!(found[0].kind, Kind::Bottleneck, "{ids:?}");
+    }
+
     /// The few-connections recording (4 connections, a 50 ms script, php-fpm children
     /// to spare): probes that show the rate growing confirm concurrency-bound; probes
     /// that show it flat with a short unloaded time make it a pool of the size Little's

@@ -245,6 +245,14 @@ findings! {
                 why: "the stalls above emptied those slices",
                 unless: None,
             },
+            // A loop that stops holds the rate whatever the connections, and Little's law
+            // on its short unloaded time counts "servers" that are the stops' backlog
+            // (lab event-loop-stall on a quiet host: nginx's one worker read as a pool of 3).
+            Explains {
+                consequence: FindingId::PoolLimit,
+                why: "the rate stayed put because the loop stopped, whatever the connections: the requests waited for the stops, not for a pool's free server",
+                unless: None,
+            },
         ],
     }
     ServerStalled = "server-stalled" {
@@ -260,6 +268,11 @@ findings! {
             Explains {
                 consequence: FindingId::ConcurrencyBound,
                 why: "the server stopped answering for whole slices of the run: the rate is set by the stalls, and the mean latency the arithmetic uses is of two modes",
+                unless: None,
+            },
+            Explains {
+                consequence: FindingId::PoolLimit,
+                why: "the server stopped answering for whole slices of the run: the rate stayed put because of the stops, not a pool's count",
                 unless: None,
             },
         ],
