@@ -142,7 +142,7 @@ pub fn scenarios() -> Vec<Scenario> {
                 } else {
                     start_apache(w, &s, 1, threads)?
                 };
-                Ok(Setup::new(
+                Ok(Setup::unprobed(
                     url("/1k.bin"),
                     &["-c", "100", "--timeout", "2s"],
                     vec![pid],
@@ -168,7 +168,7 @@ pub fn scenarios() -> Vec<Scenario> {
                 let s = w.server();
                 start_upstream(w)?;
                 let pid = start_haproxy(w, &s, if fixed { 4096 } else { maxconn }, "127.0.0.1:8081")?;
-                Ok(Setup::new(
+                Ok(Setup::unprobed(
                     url("/1k.bin"),
                     &["-c", "100", "--timeout", "2s"],
                     vec![pid],

@@ -54,7 +54,7 @@ pub fn all() -> Vec<Scenario> {
                 let conns = w.param("connections", 50, 20..=200)?.to_string();
                 w.two_hosts()?;
                 let pid = start_front(w, Nginx::default())?;
-                Ok(Setup::new(url("/1k.bin"), &["-c", &conns], vec![pid]))
+                Ok(Setup::unprobed(url("/1k.bin"), &["-c", &conns], vec![pid]))
             },
         },
         Scenario {
@@ -87,14 +87,14 @@ pub fn all() -> Vec<Scenario> {
                         listen_opts: &opts,
                         ..Nginx::default()
                     })?;
-                Ok(Setup::new(url("/1k.bin"), &["-c", "300", "--connreqs", "1", "--timeout", "3s"], vec![pid]))
+                Ok(Setup::unprobed(url("/1k.bin"), &["-c", "300", "--connreqs", "1", "--timeout", "3s"], vec![pid]))
             },
         },
         Scenario {
             name: "php-fpm-children",
             summary: "nginx in front of php-fpm with pm.max_children=5 and a 200 ms script (--param max_children=2..5, script_ms=200..400)",
             source: "throughput-drop-case-study.txt (499s, \"server reached max_children setting (5)\")",
-            fault: "php-fpm pm.max_children = N (`max_children`, default 5); the script sleeps `script_ms` (default 200); 10 connections per child, each request given 2 s: a request waits 10 × the script's time for a child (above 5 children the load's 10 per child outnumbers the fix's 60: at 8, 80 connections kept the 60 children saturated after the fix, which the diagnosis rightly said)",
+            fault: "php-fpm pm.max_children = N (`max_children`, default 5); the script sleeps `script_ms` (default 200); 10 connections per child, each request given 5 × the script's time: a request waits 10 × the script's time for a child, twice its timeout (above 5 children the load's 10 per child outnumbers the fix's 60: at 8, 80 connections kept the 60 children saturated after the fix, which the diagnosis rightly said)",
             fix: "pm.max_children = 60",
             expected_finding: "upstream-saturated",
             key: Key {
@@ -123,9 +123,13 @@ pub fn all() -> Vec<Scenario> {
                         ..Nginx::default()
                     })?;
                 // Ten connections per child: each request waits ten scripts' time for
-                // one (2 s at 200 ms), as long as the timeout or longer.
+                // one, twice the timeout of five scripts' time whatever the script's
+                // (a timeout of 2 s equal to the wait at 200 ms made the timeouts chance:
+                // 0 of 20 connections at max_children=2 beside two compilers). Fixed,
+                // a request takes one script's time, a fifth of the timeout.
                 let conns = (10 * children).to_string();
-                Ok(Setup::new(url("/"), &["-c", &conns, "--timeout", "2s"], vec![pid, fpm]))
+                let timeout = format!("{}ms", 5 * script_ms);
+                Ok(Setup::unprobed(url("/"), &["-c", &conns, "--timeout", &timeout], vec![pid, fpm]))
             },
         },
         Scenario {
@@ -164,7 +168,7 @@ pub fn all() -> Vec<Scenario> {
                 // connections per child: a request waits 1.25 s for a child, beyond
                 // nginx's 1 s.
                 let conns = (50 * children / 4).to_string();
-                Ok(Setup::new(url("/app.php"), &["-c", &conns, "--timeout", "3s"], vec![pid]))
+                Ok(Setup::unprobed(url("/app.php"), &["-c", &conns, "--timeout", "3s"], vec![pid]))
             },
         },
         Scenario {
@@ -188,7 +192,7 @@ pub fn all() -> Vec<Scenario> {
                         http_extra: format!("gzip on; gzip_types text/plain; gzip_comp_level {level};"),
                         ..Nginx::default()
                     })?;
-                Ok(Setup::new(url("/words.txt"), &["-c", "20", "-H", "Accept-Encoding: gzip"], vec![pid]))
+                Ok(Setup::unprobed(url("/words.txt"), &["-c", "20", "-H", "Accept-Encoding: gzip"], vec![pid]))
             },
         },
         Scenario {
@@ -257,7 +261,7 @@ pub fn all() -> Vec<Scenario> {
                         ),
                         ..Nginx::default()
                     })?;
-                Ok(Setup::new(url("/91k.bin"), &["-c", "20"], vec![pid]))
+                Ok(Setup::unprobed(url("/91k.bin"), &["-c", "20"], vec![pid]))
             },
         },
         Scenario {
@@ -288,7 +292,7 @@ pub fn all() -> Vec<Scenario> {
                         ..Nginx::default()
                     },
                 )?;
-                Ok(Setup::new(url("/1k.bin"), &["-c", &conns, "--connreqs", "1"], vec![pid]))
+                Ok(Setup::unprobed(url("/1k.bin"), &["-c", &conns, "--connreqs", "1"], vec![pid]))
             },
         },
         Scenario {
@@ -326,7 +330,7 @@ pub fn all() -> Vec<Scenario> {
                         http_extra: gzip.into(),
                         ..Nginx::default()
                     })?;
-                Ok(Setup::new(url("/1m.txt"), &["-c", "10", "-H", "Accept-Encoding: gzip", "--timeout", "5s"], vec![pid]))
+                Ok(Setup::unprobed(url("/1m.txt"), &["-c", "10", "-H", "Accept-Encoding: gzip", "--timeout", "5s"], vec![pid]))
             },
         },
         Scenario {
@@ -357,7 +361,7 @@ pub fn all() -> Vec<Scenario> {
                 Ok(Setup {
                     client_prefix: args(&["taskset", "-c", "0"]),
                     client_cgroup: cgroup,
-                    ..Setup::new(url("/1k.bin"), &["-c", "40", "-t", "1"], vec![pid])
+                    ..Setup::unprobed(url("/1k.bin"), &["-c", "40", "-t", "1"], vec![pid])
                 })
             },
         },
@@ -389,7 +393,7 @@ pub fn all() -> Vec<Scenario> {
                         ..Nginx::default()
                     })?;
                 w.spawn_cgroup = None;
-                Ok(Setup::new(url("/1k.bin"), &["-c", "20"], vec![pid]))
+                Ok(Setup::unprobed(url("/1k.bin"), &["-c", "20"], vec![pid]))
             },
         },
         Scenario {
@@ -420,7 +424,7 @@ pub fn all() -> Vec<Scenario> {
                         ..Nginx::default()
                     })?;
                 let c = if fixed { 64 } else { conns }.to_string();
-                Ok(Setup::new(url("/"), &["-c", &c, "--timeout", "5s", "--probe"], vec![pid, fpm]))
+                Ok(Setup::unprobed(url("/"), &["-c", &c, "--timeout", "5s", "--probe"], vec![pid, fpm]))
             },
         },
         Scenario {
@@ -445,7 +449,7 @@ pub fn all() -> Vec<Scenario> {
                         ..Nginx::default()
                     })?;
                 let conns = (3 * nofile).max(200).to_string();
-                Ok(Setup::new(url("/1k.bin"), &["-c", &conns, "--timeout", "1s"], vec![pid]))
+                Ok(Setup::unprobed(url("/1k.bin"), &["-c", &conns, "--timeout", "1s"], vec![pid]))
             },
         },
         Scenario {
@@ -470,7 +474,7 @@ pub fn all() -> Vec<Scenario> {
                         ..Nginx::default()
                     })?;
                 let conns = (3 * n).max(200).to_string();
-                Ok(Setup::new(url("/1k.bin"), &["-c", &conns, "--timeout", "1s"], vec![pid]))
+                Ok(Setup::unprobed(url("/1k.bin"), &["-c", &conns, "--timeout", "1s"], vec![pid]))
             },
         },
     ]
@@ -535,7 +539,7 @@ fn proxy_no_keepalive(w: &mut World, fixed: bool, ports: Ports) -> anyhow::Resul
         // steady state from the first second, whatever the machine's speed.
         warm_up(w, &url("/1k.bin"), u64::from(n) * 6 / 5)?;
     }
-    Ok(Setup::new(url("/1k.bin"), &["-c", "20"], vec![pid]))
+    Ok(Setup::unprobed(url("/1k.bin"), &["-c", "20"], vec![pid]))
 }
 
 /// `requests` requests from the client namespace before the measured run (loadlens

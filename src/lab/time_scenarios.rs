@@ -138,7 +138,7 @@ pub fn scenarios() -> Vec<Scenario> {
             // in a debug build).
             Ok(Setup {
                 client_prefix: vec!["taskset".into(), "-c".into(), "0".into()],
-                ..Setup::new(
+                ..Setup::unprobed(
                     url("/1k.bin"),
                     &["-c", &conns, "-t", "1", "--no-offcpu"],
                     vec![pid],
@@ -187,7 +187,7 @@ pub fn scenarios() -> Vec<Scenario> {
             });
             Ok(Setup {
                 beside,
-                ..Setup::new(url("/1k.bin"), &["-c", "20"], vec![pid])
+                ..Setup::unprobed(url("/1k.bin"), &["-c", "20"], vec![pid])
             })
         },
     },
@@ -220,7 +220,7 @@ pub fn scenarios() -> Vec<Scenario> {
                     ..Nginx::default()
                 },
             )?;
-            Ok(Setup::new(url("/1k.bin"), &["-c", "10"], vec![pid]))
+            Ok(Setup::unprobed(url("/1k.bin"), &["-c", "10"], vec![pid]))
         },
     },
     Scenario {
@@ -247,7 +247,7 @@ pub fn scenarios() -> Vec<Scenario> {
                 &[]
             };
             let pid = start_jvm(w, opts, handler_ms)?;
-            Ok(Setup::new(url("/"), &["-c", "10"], vec![pid]))
+            Ok(Setup::unprobed(url("/"), &["-c", "10"], vec![pid]))
         },
     }]
 }
