@@ -122,9 +122,9 @@ pub fn scenarios() -> Vec<Scenario> {
     vec![
         Scenario {
             name: "apache-workers",
-            summary: "Apache (mpm_event) with MaxRequestWorkers far below the connections",
+            summary: "Apache (mpm_event) with MaxRequestWorkers far below the connections (--param threads=2..16)",
             source: "throughput-drop-case-study.txt (a worker pool too small for the clients, as php-fpm's max_children), Apache's mpm_common docs",
-            fault: "`ServerLimit 1`, `ThreadsPerChild 4`: `MaxRequestWorkers 4` with 100 keep-alive connections",
+            fault: "`ServerLimit 1`, `ThreadsPerChild N` (`threads`, default 4): `MaxRequestWorkers N` with 100 keep-alive connections",
             fix: "`ServerLimit 2`, `ThreadsPerChild 64`: `MaxRequestWorkers 128`",
             expected_finding: "connection-limit",
             key: Key {
@@ -134,14 +134,15 @@ pub fn scenarios() -> Vec<Scenario> {
                 moves: Moves::Down(5.0),
             },
             build: |w, fixed| {
+                let threads = w.param("threads", 4, 2..=16)?;
                 w.two_hosts()?;
                 let s = w.server();
                 let pid = if fixed {
                     start_apache(w, &s, 2, 64)?
                 } else {
-                    start_apache(w, &s, 1, 4)?
+                    start_apache(w, &s, 1, threads)?
                 };
-                Ok(Setup::new(
+                Ok(Setup::unprobed(
                     url("/1k.bin"),
                     &["-c", "100", "--timeout", "2s"],
                     vec![pid],
@@ -150,9 +151,9 @@ pub fn scenarios() -> Vec<Scenario> {
         },
         Scenario {
             name: "haproxy-maxconn",
-            summary: "HAProxy in front of nginx with a global maxconn below the connections",
+            summary: "HAProxy in front of nginx with a global maxconn below the connections (--param maxconn=10..40)",
             source: "throughput-drop-case-study.txt (a listen queue overflowing: SYNs and ACKs dropped, clients retransmitting), HAProxy's configuration manual (maxconn, backlog)",
-            fault: "HAProxy `maxconn 20` (its listen backlog follows it) with 100 keep-alive connections",
+            fault: "HAProxy `maxconn N` (`maxconn`, default 20; its listen backlog follows it) with 100 keep-alive connections",
             fix: "`maxconn 4096`",
             expected_finding: "listen-queue-overflow",
             key: Key {
@@ -162,11 +163,12 @@ pub fn scenarios() -> Vec<Scenario> {
                 moves: Moves::Down(10.0),
             },
             build: |w, fixed| {
+                let maxconn = w.param("maxconn", 20, 10..=40)?;
                 w.two_hosts()?;
                 let s = w.server();
                 start_upstream(w)?;
-                let pid = start_haproxy(w, &s, if fixed { 4096 } else { 20 }, "127.0.0.1:8081")?;
-                Ok(Setup::new(
+                let pid = start_haproxy(w, &s, if fixed { 4096 } else { maxconn }, "127.0.0.1:8081")?;
+                Ok(Setup::unprobed(
                     url("/1k.bin"),
                     &["-c", "100", "--timeout", "2s"],
                     vec![pid],

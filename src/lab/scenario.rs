@@ -37,6 +37,18 @@ impl Setup {
             client_cgroup: None,
         }
     }
+
+    /// [`Setup::new`] for a scenario whose fault one run tells apart: `--no-probe`
+    /// (the run sends only its load: a probe at 4× the connections is seconds more for
+    /// the lab's tests and no evidence the fault needs), unless `load_args` ask for
+    /// `--probe`.
+    pub fn unprobed(url: String, load_args: &[&str], server_pids: Vec<i32>) -> Setup {
+        let mut s = Setup::new(url, load_args, server_pids);
+        if !s.args.iter().any(|a| a == "--probe") {
+            s.args.push("--no-probe".into());
+        }
+        s
+    }
 }
 
 /// A background activity for the length of the run.

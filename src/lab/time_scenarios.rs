@@ -13,9 +13,9 @@ use super::world::World;
 use crate::run::{OtherProcess, Run};
 
 /// nginx's access log as a FIFO read by a log shipper that lags: a read of at most
-/// 64 KiB every 250 ms (~2,700 log lines a second). Returns the FIFO's path; the reader
-/// runs until the world ends.
-fn slow_log_pipe(w: &mut World) -> anyhow::Result<String> {
+/// 64 KiB every `period_ms` (250 ms: ~2,700 log lines a second). Returns the FIFO's
+/// path; the reader runs until the world ends.
+fn slow_log_pipe(w: &mut World, period_ms: u32) -> anyhow::Result<String> {
     let fifo = w.dir.join("access.fifo");
     let path = fifo.display().to_string();
     let c = std::ffi::CString::new(path.clone())?;
@@ -27,7 +27,8 @@ fn slow_log_pipe(w: &mut World) -> anyhow::Result<String> {
     // without a reader would fail nginx's open); a read returns at most what the pipe
     // holds, so the writer blocks whenever its 64 KiB are full.
     let script = format!(
-        "exec 3<> '{path}'; while :; do sleep 0.25; dd bs=64k count=1 <&3 >/dev/null 2>&1; done"
+        "exec 3<> '{path}'; while :; do sleep {period}; dd bs=64k count=1 <&3 >/dev/null 2>&1; done",
+        period = f64::from(period_ms) / 1e3
     );
     w.spawn(&s, "log-reader", &["sh", "-c", &script])?;
     Ok(path)
@@ -35,13 +36,13 @@ fn slow_log_pipe(w: &mut World) -> anyhow::Result<String> {
 
 /// The JDK's HttpServer as the front, on the server address, with `java_opts`.
 /// Returns its pid.
-fn start_jvm(w: &mut World, java_opts: &[&str]) -> anyhow::Result<i32> {
+fn start_jvm(w: &mut World, java_opts: &[&str], handler_ms: u32) -> anyhow::Result<i32> {
     if super::world::which("java").is_none() {
         anyhow::bail!(
             "java is not installed: apt-get install default-jre-headless (make test installs it)"
         );
     }
-    let src = w.write("jvm/Up.java", up_java(0, 1024).as_bytes())?;
+    let src = w.write("jvm/Up.java", up_java(handler_ms, 1024).as_bytes())?;
     let s = w.server();
     let (c, addr) = (w.client(), listen());
     let host = addr.split(':').next().unwrap_or_default().to_string();
@@ -71,10 +72,12 @@ fn busy_loop_cpu(run: &Run) -> Option<f64> {
     })
 }
 
-/// The median latency, ms.
-fn p50_ms(r: &crate::run::Run) -> Option<f64> {
+/// The median time from a response's first byte to its last (the body phase), ms.
+fn body_p50_ms(r: &crate::run::Run) -> Option<f64> {
     r.results
-        .latency
+        .phases
+        .as_ref()?
+        .body
         .percentiles
         .iter()
         .find(|p| p.p == 50.0)
@@ -85,9 +88,9 @@ pub fn scenarios() -> Vec<Scenario> {
     vec![
     Scenario {
         name: "cpu-contention",
-        summary: "a CPU hog on the core of the single nginx worker",
+        summary: "a CPU hog on the core of the single nginx worker (--param connections=5..40)",
         source: "nginx-tail-latencies.txt (run-queue delay from a process hogging the worker's CPU)",
-        fault: "a busy loop pinned to the worker's CPU at normal priority",
+        fault: "a busy loop pinned to the worker's CPU at normal priority; `connections` keep-alive connections (default 20)",
         fix: "the hog moved to SCHED_IDLE (`chrt --idle 0`): it only runs when the worker does not",
         expected_finding: "run-queue-delay",
         key: Key {
@@ -105,6 +108,7 @@ pub fn scenarios() -> Vec<Scenario> {
             moves: Moves::Down(5.0),
         },
         build: |w, fixed| {
+            let conns = w.param("connections", 20, 5..=40)?.to_string();
             w.two_hosts()?;
             let s = w.server();
             let pid = start_front(w, Nginx {
@@ -134,9 +138,9 @@ pub fn scenarios() -> Vec<Scenario> {
             // in a debug build).
             Ok(Setup {
                 client_prefix: vec!["taskset".into(), "-c".into(), "0".into()],
-                ..Setup::new(
+                ..Setup::unprobed(
                     url("/1k.bin"),
-                    &["-c", "20", "-t", "1", "--no-offcpu"],
+                    &["-c", &conns, "-t", "1", "--no-offcpu"],
                     vec![pid],
                 )
             })
@@ -144,9 +148,9 @@ pub fn scenarios() -> Vec<Scenario> {
     },
     Scenario {
         name: "event-loop-stall",
-        summary: "the nginx worker blocks 150 ms every second",
+        summary: "the nginx worker blocks 150 ms every second (--param stall_ms=150..400, period_ms=600..1200)",
         source: "nginx-tail-latencies.txt (a blocking log reopen stalls every connection of the worker)",
-        fault: "the worker is stopped (SIGSTOP) for 150 ms every second, as a blocking call would",
+        fault: "the worker is stopped (SIGSTOP) for `stall_ms` (default 150) every `period_ms` (default 1000), as a blocking call would",
         fix: "nothing blocks the worker",
         expected_finding: "event-loop-stall",
         key: Key {
@@ -164,15 +168,18 @@ pub fn scenarios() -> Vec<Scenario> {
             moves: Moves::Down(5.0),
         },
         build: |w, fixed| {
+            let stall_ms = w.param("stall_ms", 150, 150..=400)?;
+            let period_ms = w.param("period_ms", 1000, 600..=1200)?;
             w.two_hosts()?;
             let pid = start_front(w, Nginx { ..Nginx::default() })?;
             let beside = (!fixed).then(|| {
                 let workers = children(pid);
-                Beside::every(Duration::from_millis(850), move || {
+                let stall = Duration::from_millis(stall_ms.into());
+                Beside::every(Duration::from_millis(period_ms.into()) - stall, move || {
                     for &wk in &workers {
                         unsafe { libc::kill(wk, libc::SIGSTOP) };
                     }
-                    std::thread::sleep(Duration::from_millis(150));
+                    std::thread::sleep(stall);
                     for &wk in &workers {
                         unsafe { libc::kill(wk, libc::SIGCONT) };
                     }
@@ -180,15 +187,15 @@ pub fn scenarios() -> Vec<Scenario> {
             });
             Ok(Setup {
                 beside,
-                ..Setup::new(url("/1k.bin"), &["-c", "20"], vec![pid])
+                ..Setup::unprobed(url("/1k.bin"), &["-c", "20"], vec![pid])
             })
         },
     },
     Scenario {
         name: "blocking-log",
-        summary: "nginx logs each request into a pipe whose reader lags: the worker blocks in write()",
+        summary: "nginx logs each request into a pipe whose reader lags: the worker blocks in write() (--param reader_ms=250..500)",
         source: "nginx-tail-latencies.txt (workers blocked writing and reopening their logs; found with off-CPU stacks)",
-        fault: "`access_log` into a FIFO read 64 KiB every 250 ms by a log shipper",
+        fault: "`access_log` into a FIFO read 64 KiB every `reader_ms` (default 250) by a log shipper (at 150 ms it passes ~4,500 lines/s, within ×4 of what the worker serves alone on a busy machine: ×3.6 measured)",
         fix: "`access_log FILE combined buffer=64k flush=1s;` on a local file",
         expected_finding: "worker-blocked",
         key: Key {
@@ -198,12 +205,13 @@ pub fn scenarios() -> Vec<Scenario> {
             moves: Moves::Up(4.0),
         },
         build: |w, fixed| {
+            let reader_ms = w.param("reader_ms", 250, 250..=500)?;
             w.two_hosts()?;
             let logging = if fixed {
                 let file = w.dir.join("access.log").display().to_string();
                 format!("access_log {file} combined buffer=64k flush=1s;")
             } else {
-                format!("access_log {};", slow_log_pipe(w)?)
+                format!("access_log {};", slow_log_pipe(w, reader_ms)?)
             };
             let pid = start_front(
                 w,
@@ -212,31 +220,34 @@ pub fn scenarios() -> Vec<Scenario> {
                     ..Nginx::default()
                 },
             )?;
-            Ok(Setup::new(url("/1k.bin"), &["-c", "10"], vec![pid]))
+            Ok(Setup::unprobed(url("/1k.bin"), &["-c", "10"], vec![pid]))
         },
     },
     Scenario {
         name: "nagle",
-        summary: "the JDK's HttpServer writes each response's head and body apart: the body waits for a delayed ACK",
+        summary: "the JDK's HttpServer writes each response's head and body apart: the body waits for a delayed ACK (--param handler_ms=0..80)",
         source: "peers-and-techniques.md (a ~40 ms latency mode: Nagle and delayed ACK), the JDK's sun.net.httpserver.nodelay",
-        fault: "a JVM (com.sun.net.httpserver) answering 1 KiB without TCP_NODELAY, 10 keep-alive connections",
+        fault: "a JVM (com.sun.net.httpserver) answering 1 KiB without TCP_NODELAY after `handler_ms` (default 0), 10 keep-alive connections",
         fix: "`java -Dsun.net.httpserver.nodelay=true`",
         expected_finding: "nagle-delayed-ack",
         key: Key {
-            label: "latency p50 ms",
-            read: p50_ms,
+            // The gap between head and body, not the whole latency: the handler's own
+            // time (`handler_ms`) is in both runs' latency, the gap only before.
+            label: "body phase p50 ms",
+            read: body_p50_ms,
             // ~40 ms (the delayed ACK) against well under a millisecond.
             moves: Moves::Down(10.0),
         },
         build: |w, fixed| {
+            let handler_ms = w.param("handler_ms", 0, 0..=80)?;
             w.two_hosts()?;
             let opts: &[&str] = if fixed {
                 &["-Dsun.net.httpserver.nodelay=true"]
             } else {
                 &[]
             };
-            let pid = start_jvm(w, opts)?;
-            Ok(Setup::new(url("/"), &["-c", "10"], vec![pid]))
+            let pid = start_jvm(w, opts, handler_ms)?;
+            Ok(Setup::unprobed(url("/"), &["-c", "10"], vec![pid]))
         },
     }]
 }

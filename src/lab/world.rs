@@ -163,10 +163,21 @@ impl World {
         Ok(())
     }
 
-    /// Sets a per-namespace sysctl (never a host one).
+    /// Sets a per-namespace sysctl (never a host one), then reads it back: `sysctl -w`
+    /// exits 0 when a namespace refuses a key ("Invalid argument", a key the namespace
+    /// does not own), and a scenario must not believe its fault is in place when it is not.
     pub fn sysctl(&self, ns: &str, key: &str, value: &str) -> anyhow::Result<()> {
-        self.ns_cmd(ns, &["sysctl", "-q", "-w", &format!("{key}={value}")])
-            .map(|_| ())
+        self.ns_cmd(ns, &["sysctl", "-q", "-w", &format!("{key}={value}")])?;
+        // Read back with its fields separated by tabs ("20000\t20049"), written with spaces.
+        let now = self.ns_cmd(ns, &["sysctl", "-n", key])?;
+        if !now.split_whitespace().eq(value.split_whitespace()) {
+            bail!(
+                "sysctl {key}={value} did not take in namespace {ns}: it reads {:?} \
+                 (the kernel refused the value, or this key is not per-namespace here)",
+                now.trim()
+            );
+        }
+        Ok(())
     }
 
     /// Limits what `ns` sends on veth0 with a token bucket (`tc tbf`), like a slower NIC.

@@ -1,11 +1,27 @@
 //! The load generator itself as the limit.
 
 use super::{competitors, fact, finding, ramp, Ctx, FindingId};
-use crate::run::{Finding, Kind};
+use crate::run::{ClientQuota, Finding, Kind};
 
 /// Time throttled by a cgroup quota per second of load beyond which the client set the
 /// pace (the same bar as the run-queue delay: 30% of the run).
 const THROTTLED_MS_PER_S: f64 = 300.0;
+
+/// Whether the client's CPU quota ran out in ≥ 30% of the periods and stopped it ≥ 30%
+/// of a load of `duration_s`: it then set the pace, and its own stops are in the
+/// latencies it measured.
+fn held_back(q: &ClientQuota, duration_s: f64) -> bool {
+    q.throttled_pct() >= 30.0 && q.throttled_ms / duration_s >= THROTTLED_MS_PER_S
+}
+
+/// The run's load generator was held back by its own cgroup's CPU quota.
+pub(super) fn client_throttled(c: &Ctx) -> bool {
+    c.run
+        .client
+        .quota
+        .as_ref()
+        .is_some_and(|q| held_back(q, c.duration_s()))
+}
 
 /// The load generator set the pace: its workers were busy ≥ 90% of the run, spent ≥ 30%
 /// of it waiting for a CPU (schedstat run delay), or its cgroup's CPU quota ran out in
@@ -41,10 +57,7 @@ pub(super) fn client_saturated(c: &Ctx) -> Option<Finding> {
     // A CPU quota (a container's limit) stops the client's threads for the rest of
     // each period once it is spent: the threads neither look busy nor wait in a run
     // queue the scheduler counts, so the quota's own counters are the evidence.
-    let throttled = cl
-        .quota
-        .as_ref()
-        .filter(|q| q.throttled_pct() >= 30.0 && q.throttled_ms / duration_s >= THROTTLED_MS_PER_S);
+    let throttled = cl.quota.as_ref().filter(|q| held_back(q, duration_s));
     if busy < 90.0 && !starved && throttled.is_none() {
         return None;
     }

@@ -156,10 +156,12 @@ pub(super) fn event_loop_stall(c: &Ctx) -> Option<Finding> {
     }
     let h = r.latency.decode().ok()?;
     let p50 = h.value_at_quantile(0.5) as f64;
-    let p99 = h.value_at_quantile(0.99) as f64;
-    // A spike far outside the normal spread: ≥ 50 ms, ≥ 20× the median and ≥ 10× p99.
+    let p90 = h.value_at_quantile(0.90) as f64;
+    // A spike far outside the normal spread: ≥ 50 ms, ≥ 20× the median and ≥ 10× p90.
     // (A busy server's slow tail — time-wait's expensive connects — is not a stall.)
-    let threshold = (20.0 * p50).max(10.0 * p99).max(50_000.0);
+    // Not p99: a stall of 400 ms every 1.2 s puts p99 among the requests it held
+    // (44 ms), and 10× that lies beyond the stall itself.
+    let threshold = (20.0 * p50).max(10.0 * p90).max(50_000.0);
     let slow: u64 = h
         .iter_recorded()
         .filter(|v| v.value_iterated_to() as f64 >= threshold)
@@ -192,6 +194,13 @@ pub(super) fn event_loop_stall(c: &Ctx) -> Option<Finding> {
                 .count()
         })
         .unwrap_or(0);
+    // A client stopped by its own CPU quota for most of each period measures its
+    // stops as slow requests, many connections at once and recurring: without a
+    // worker seen stopped, the spikes are the client's (client-saturated), not the
+    // server's loop.
+    if stopped == 0 && super::client::client_throttled(c) {
+        return None;
+    }
     let mut f = finding(
         FindingId::EventLoopStall,
         Kind::Bottleneck,
@@ -441,7 +450,19 @@ mod tests {
         blind.evidence.as_mut().unwrap().offcpu = None;
         let found = crate::diagnose::diagnose(&blind);
         let f = found.iter().find(|f| f.id == "server-stalled").unwrap();
-        assert_eq!(f.kind, crate::run::Kind::Bottleneck, "{f:?}");
+        // The stall is the bottleneck: the slices' own finding, or beneath the same
+        // stall named from its spikes (event-loop-stall's bar at 10× p90 reaches the
+        // 200 ms writes; 10× p99 did not).
+        let top = found
+            .iter()
+            .find(|f| f.kind == crate::run::Kind::Bottleneck)
+            .unwrap();
+        assert!(
+            top.id == "server-stalled"
+                || (top.id == "event-loop-stall"
+                    && f.explanation.contains("Explained by event-loop-stall")),
+            "{top:?} {f:?}"
+        );
         assert!(f.explanation.contains("describes no request"));
         assert!(!fires(&fixture("blocking-log-after"), "server-stalled"));
         assert!(!fires(&fixture("mix-before"), "server-stalled"));
@@ -453,7 +474,8 @@ mod tests {
         assert!(!fires(&slow, "server-stalled"));
         // The same gaps, a server process waiting for a CPU at run-queue-delay's bar
         // (a starved machine: CI, the thread pool's JVM beside other builds): told,
-        // not the bottleneck; just under the bar, still the bottleneck.
+        // not the bottleneck (beneath run-queue-delay, or a warning); just under the
+        // bar, still the bottleneck.
         let kind = |delay: f64| {
             let mut starved = blind.clone();
             for p in starved
@@ -466,12 +488,16 @@ mod tests {
             {
                 p.run_delay_ms_per_s = Some(delay);
             }
-            crate::diagnose::diagnose(&starved)
-                .into_iter()
-                .find(|f| f.id == "server-stalled")
-                .map(|f| f.kind)
+            // The stall as told: the slices' finding, or event-loop-stall above it.
+            let found = crate::diagnose::diagnose(&starved);
+            let stall = |id: &str| found.iter().find(|f| f.id == id).map(|f| f.kind);
+            match stall("event-loop-stall") {
+                Some(crate::run::Kind::Bottleneck) => Some(crate::run::Kind::Bottleneck),
+                _ => stall("server-stalled"),
+            }
         };
-        assert_eq!(kind(100.0), Some(crate::run::Kind::Warning));
+        assert_ne!(kind(100.0), Some(crate::run::Kind::Bottleneck));
+        assert!(kind(100.0).is_some());
         assert_eq!(kind(90.0), Some(crate::run::Kind::Bottleneck));
     }
 }
