@@ -50,33 +50,11 @@ const KNOBS: &[(Knob, &str, &str)] = &[
     (Knob::UdpBuffer, "UdpBuffer", "UDP (QUIC) receive buffer"),
 ];
 
-/// Every server kind loadlens names, with the name the page uses.
-const KINDS: &[(ServerKind, &str)] = &[
-    (ServerKind::Nginx, "nginx"),
-    (ServerKind::PhpFpm, "php-fpm"),
-    (ServerKind::Apache, "Apache httpd"),
-    (ServerKind::Haproxy, "HAProxy"),
-    (ServerKind::Envoy, "Envoy"),
-    (ServerKind::Caddy, "Caddy"),
-    (ServerKind::Node, "Node.js"),
-    (
-        ServerKind::Java,
-        "Java (Jetty, HttpServer, a JVM not recognised as Tomcat)",
-    ),
-    (ServerKind::Lighttpd, "lighttpd"),
-    (ServerKind::Uwsgi, "uWSGI"),
-    (ServerKind::Tomcat, "Apache Tomcat"),
-];
-
-/// A compile error when a kind or a knob is added and the lists above are not.
+/// A compile error when a knob is added and the list above is not (the kinds are
+/// their registry, `ServerKind::all`).
 #[allow(dead_code)]
-fn listed(k: ServerKind, n: Knob) {
+fn listed(n: Knob) {
     use Knob::*;
-    use ServerKind::*;
-    match k {
-        Nginx | PhpFpm | Apache | Haproxy | Envoy | Caddy | Node | Java | Lighttpd | Uwsgi
-        | Tomcat | Unknown => {}
-    }
     match n {
         Workers | Connections | Backlog | OpenFiles | Affinity | UpstreamReuse | Reuseport
         | KeepAlive | Pool | UdpBuffer => {}
@@ -265,11 +243,12 @@ pub fn findings_markdown() -> String {
             md.push_str(" |\n|---|");
             md.push_str(&"---|".repeat(ks.len()));
             md.push('\n');
-            for (kind, name) in KINDS {
+            for info in ServerKind::all() {
+                let (kind, name) = (info.kind, info.title);
                 let cells: Vec<String> = ks
                     .iter()
                     .map(|(k, _, _)| {
-                        kinds::knob(*kind, *k).map_or("—".to_string(), |p| p.replace('|', "\\|"))
+                        kinds::knob(kind, *k).map_or("—".to_string(), |p| p.replace('|', "\\|"))
                     })
                     .collect();
                 if cells.iter().all(|c| c == "—") {

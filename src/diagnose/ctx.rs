@@ -163,7 +163,7 @@ impl<'a> Ctx<'a> {
     /// inner `None` when the directive is not set.
     pub fn nginx(&self, directive: &str) -> Option<Option<String>> {
         let cfg = self.ev?.topology.config.as_ref()?;
-        (cfg.kind == ServerKind::Nginx).then(|| cfg.get(directive))
+        (cfg.kind == crate::kinds::nginx::KIND).then(|| cfg.get(directive))
     }
 
     /// A directive's values in the front server's configuration, whatever the server:
@@ -186,15 +186,15 @@ impl<'a> Ctx<'a> {
     /// first), `Unknown` when nothing was watched or in Runs recorded before kinds.
     pub fn front_kind(&self) -> ServerKind {
         let Some(e) = self.ev else {
-            return ServerKind::Unknown;
+            return ServerKind::UNKNOWN;
         };
         e.topology
             .processes
             .iter()
             .filter(|p| p.tier != Tier::Upstream)
             .map(|p| p.kind)
-            .find(|k| *k != ServerKind::Unknown)
-            .unwrap_or(ServerKind::Unknown)
+            .find(|k| *k != ServerKind::UNKNOWN)
+            .unwrap_or(ServerKind::UNKNOWN)
     }
 
     /// The kind of the upstream's processes (php-fpm, a backend), when any were watched.
@@ -202,7 +202,7 @@ impl<'a> Ctx<'a> {
         self.upstream_procs()
             .first()
             .map(|p| p.kind)
-            .unwrap_or(ServerKind::Unknown)
+            .unwrap_or(ServerKind::UNKNOWN)
     }
 
     /// The front server's own words for sizing `knob`, with its current value when the

@@ -61,7 +61,9 @@ pub use segment::{Merged, Segment, SegmentPart};
 pub use slo::{ObjectiveResult, Trust};
 pub use stages::{Abort, StageResult};
 pub use sweep::{Ceiling, Cell, Dim, Step, Sweep, SWEEP_SCHEMA_VERSION};
-pub use topology::{Listener, Role, ServerConfig, ServerKind, ServerProcess, Tier, Topology};
+pub use topology::{
+    KindInfo, Listener, Role, ServerConfig, ServerKind, ServerProcess, Tier, Topology, KINDS,
+};
 pub use tune::{Decision, Gain, LoadSummary, TuneEdit, TunePair, TuneSession, TuneStep};
 
 /// Version of the JSON layout below.

@@ -449,7 +449,7 @@ mod tests {
                 pid: 42,
                 ppid: 1,
                 comm: "nginx".into(),
-                kind: crate::run::ServerKind::Nginx,
+                kind: crate::kinds::nginx::KIND,
                 role: crate::run::Role::Worker,
                 tier: crate::run::Tier::Front,
             }],

@@ -190,7 +190,7 @@ mod tests {
         set_fds(&mut run, 800);
         assert!(!fires(&run, "fd-limit"));
         let mut cfg = crate::run::ServerConfig {
-            kind: crate::run::ServerKind::Nginx,
+            kind: crate::kinds::nginx::KIND,
             ..Default::default()
         };
         cfg.directives
@@ -207,7 +207,7 @@ mod tests {
     fn limits_are_judged_over_the_run_not_at_its_end() {
         let mut run = fixture("healthy-before");
         let mut cfg = crate::run::ServerConfig {
-            kind: crate::run::ServerKind::Nginx,
+            kind: crate::kinds::nginx::KIND,
             ..Default::default()
         };
         cfg.directives
@@ -293,11 +293,11 @@ mod tests {
         ev.topology
             .processes
             .iter_mut()
-            .for_each(|p| p.kind = ServerKind::Unknown);
+            .for_each(|p| p.kind = ServerKind::UNKNOWN);
         ev.window
             .processes
             .iter_mut()
-            .for_each(|p| p.kind = ServerKind::Unknown);
+            .for_each(|p| p.kind = ServerKind::UNKNOWN);
         let found = crate::diagnose::diagnose(&run);
         let f = found
             .iter()

@@ -2,7 +2,7 @@
 //! call (a log write to a slow pipe, a disk read, a lock) for a share of their time.
 
 use super::{fact, finding, ramp, Ctx, FindingId};
-use crate::run::{Finding, Kind, OffClass, OffWait, ServerKind};
+use crate::run::{Finding, Kind, OffClass, OffWait};
 
 /// Share of the front workers' time blocked (off CPU for a reason other than waiting
 /// for work or for a CPU) from which it is a bottleneck: a worker of an event-driven
@@ -42,7 +42,7 @@ pub(super) fn worker_blocked(c: &Ctx) -> Option<Finding> {
     // reads so that the event loop (the worker's main thread, tid = pid) does not — their
     // waits are the fix working, not the worker blocked. Only the main thread's long
     // waits count then.
-    if c.front_kind() == ServerKind::Nginx && threads as usize > pids.len() {
+    if c.front_kind() == crate::kinds::nginx::KIND && threads as usize > pids.len() {
         let main_ms: f64 = off
             .stalls
             .iter()
@@ -103,7 +103,7 @@ fn fix_for(c: &Ctx, w: &OffWait) -> String {
         .syscall
         .as_deref()
         .is_some_and(|s| s.starts_with("write") || s.starts_with("pwrite"));
-    let nginx = c.front_kind() == ServerKind::Nginx;
+    let nginx = c.front_kind() == crate::kinds::nginx::KIND;
     let log = c
         .directive("access_log")
         .iter()

@@ -333,11 +333,11 @@ mod tests {
     fn the_fix_is_in_the_servers_words() {
         let mut run = with_udp(100_000, 40_000);
         for p in &mut run.evidence.as_mut().unwrap().topology.processes {
-            p.kind = crate::run::ServerKind::Caddy;
+            p.kind = crate::kinds::caddy::KIND;
         }
         assert!(drops(&run).unwrap().fix.contains("quic-go"));
         for p in &mut run.evidence.as_mut().unwrap().topology.processes {
-            p.kind = crate::run::ServerKind::Nginx;
+            p.kind = crate::kinds::nginx::KIND;
         }
         assert!(drops(&run).unwrap().fix.contains("rcvbuf="));
     }
