@@ -5,7 +5,7 @@
 //! committed page differs; `UPDATE_DOCS=1 cargo test --test docs_current` rewrites it.
 //!
 //! The evidence names and knobs are read from the rules' source text because they are
-//! built inside each rule (`fact("TcpExt.ListenOverflows", …)`, `c.knob(Knob::Backlog)`):
+//! built inside each rule (`Counter::ListenOverflows.fact(…)`, `fact("rtt", …)`, `c.knob(Knob::Backlog)`):
 //! a rule that starts citing a new number changes the page without a second list to keep.
 
 use std::fmt::Write;
@@ -59,6 +59,16 @@ fn listed(n: Knob) {
         Workers | Connections | Backlog | OpenFiles | Affinity | UpstreamReuse | Reuseport
         | KeepAlive | Pool | UdpBuffer => {}
     }
+}
+
+/// The counter named just before `.fact(` (`Counter::ListenOverflows`).
+fn counter_before(text: &str) -> Option<crate::run::Counter> {
+    let at = text.rfind("Counter::")?;
+    let name = &text[at + "Counter::".len()..];
+    crate::run::Counter::ALL
+        .iter()
+        .copied()
+        .find(|c| format!("{c:?}") == name)
 }
 
 fn source(module: &str) -> &'static str {
@@ -143,7 +153,9 @@ fn evidence(module: &str, text: &str) -> Vec<String> {
             continue;
         }
         let arg = text[i + 5..].trim_start();
-        if let Some(s) = arg.strip_prefix('"') {
+        if let Some(c) = text[..i].strip_suffix('.').and_then(counter_before) {
+            add(c.key().to_string());
+        } else if let Some(s) = arg.strip_prefix('"') {
             add(literal(s));
         } else if let Some(s) = arg.strip_prefix("&format!(\"") {
             add(literal(s));

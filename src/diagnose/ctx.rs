@@ -2,6 +2,7 @@
 //! rule asks (a counter's delta, a sysctl, the front workers, the server's CPUs…).
 
 use super::kinds;
+use crate::run::Counter;
 use crate::run::{Evidence, OffCpu, ProcRates, Role, Run, ServerKind, Tier};
 
 /// Read-only helpers over a Run for the rules.
@@ -18,10 +19,10 @@ impl<'a> Ctx<'a> {
         }
     }
 
-    /// A window counter delta (`TcpExt.ListenOverflows`), 0 when absent.
-    pub fn counter(&self, key: &str) -> u64 {
+    /// A window counter delta (`Counter::ListenOverflows`), 0 when absent.
+    pub fn counter(&self, counter: Counter) -> u64 {
         self.ev
-            .and_then(|e| e.window.counters.get(key).copied())
+            .and_then(|e| e.window.counters.get(counter.key()).copied())
             .unwrap_or(0)
     }
 
@@ -135,7 +136,7 @@ impl<'a> Ctx<'a> {
     /// Connections the server's side opened (Tcp.ActiveOpens), less loadlens's own when
     /// both share a network namespace: connections to an upstream.
     pub fn upstream_opens(&self) -> u64 {
-        let active = self.counter("Tcp.ActiveOpens");
+        let active = self.counter(Counter::ActiveOpens);
         let shared_ns = self.ev.is_some_and(|e| e.topology.netns == "loadlens");
         if shared_ns {
             active.saturating_sub(self.run.results.connections_opened)

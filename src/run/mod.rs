@@ -14,6 +14,7 @@
 
 mod client;
 mod compare;
+pub mod counters;
 mod endpoint;
 mod evidence;
 mod finding;
@@ -39,6 +40,7 @@ pub use client::{ClientCheck, ClientQuota, ThreadCpu};
 pub use compare::{
     Change, CompareRow, ComparedRun, Comparison, Verdict, COMPARISON_SCHEMA_VERSION,
 };
+pub use counters::Counter;
 #[cfg(test)]
 pub(crate) use endpoint::tests::endpoint as test_endpoint;
 pub use endpoint::{merged as merged_endpoints, EndpointResult};

@@ -2,6 +2,7 @@
 
 use super::{fact, finding, logged, ramp, Ctx, FindingId};
 use crate::diagnose::kinds::Knob;
+use crate::run::Counter;
 use crate::run::{Finding, Kind};
 
 pub(super) fn fd_limit(c: &Ctx) -> Option<Finding> {
@@ -143,7 +144,7 @@ pub(super) fn connection_limit(c: &Ctx) -> Option<Finding> {
 /// samples, while its workers had CPU to spare and the queue did not overflow (that is
 /// listen-queue-overflow's finding): the server stopped accepting at a limit.
 fn waiting_to_be_accepted<'a>(c: &Ctx<'a>) -> Option<&'a crate::run::QueueMax> {
-    if c.counter("TcpExt.ListenOverflows") >= 10 {
+    if c.counter(Counter::ListenOverflows) >= 10 {
         return None;
     }
     let port = c.run.target_addr.rsplit(':').next().unwrap_or("");

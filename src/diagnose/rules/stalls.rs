@@ -2,6 +2,7 @@
 //! call (a log write to a slow pipe, a disk read, a lock) for a share of their time.
 
 use super::{fact, finding, ramp, Ctx, FindingId};
+use crate::run::Counter;
 use crate::run::{Finding, Kind, OffClass, OffWait};
 
 /// Share of the front workers' time blocked (off CPU for a reason other than waiting
@@ -135,7 +136,7 @@ pub(super) const SEEN_BLOCKED: &str = "samples with a worker stopped or in disk 
 pub(super) fn event_loop_stall(c: &Ctx) -> Option<Finding> {
     let r = &c.run.results;
     // Listen-queue drops and retransmissions also make slow requests; not a stall.
-    if c.counter("TcpExt.ListenOverflows") > 0 || r.errors.timeout > 0 {
+    if c.counter(Counter::ListenOverflows) > 0 || r.errors.timeout > 0 {
         return None;
     }
     // A worker out of fds or connections stops accepting while it serves what it
@@ -255,7 +256,7 @@ const GAP_MIN_TYPICAL: u64 = 20;
 pub(super) fn server_stalled(c: &Ctx) -> Option<Finding> {
     let r = &c.run.results;
     // The start (connections opening) and the end (a partial slice) are left out.
-    if r.slices.len() < 12 || c.counter("TcpExt.ListenOverflows") > 0 || r.errors.timeout > 0 {
+    if r.slices.len() < 12 || c.counter(Counter::ListenOverflows) > 0 || r.errors.timeout > 0 {
         return None;
     }
     if (r.errors.read + r.errors.connect) as f64 > 0.01 * r.responses.max(1) as f64 {
