@@ -175,7 +175,7 @@ fn without_host(run: &Value) -> Vec<&Value> {
 }
 
 /// The bottleneck findings of `run` that are the scenario's, in rank order:
-/// [`without_host`], then what the host's finding demoted. A finding the host's finding demoted ("Because of run-queue-delay (above)": a worker
+/// [`without_host`], then what the host's finding demoted (its `because_of`). A finding the host's finding demoted ("Because of run-queue-delay (above)": a worker
 /// waiting for a CPU accepts slowly, and the listen queue of 10 overflowed because of
 /// it too; a throttled client "beside" a server waiting for its CPU) is the scenario's
 /// again, after the bottlenecks.
@@ -183,14 +183,7 @@ fn scenario_findings(run: &Value) -> Vec<&Value> {
     let host = host_findings(run);
     let all = run["findings"].as_array().unwrap();
     let demoted_by_host = |f: &&Value| {
-        let text = f["explanation"].as_str().unwrap_or("");
-        f["kind"] != "bottleneck"
-            && host.iter().any(|h| {
-                text.contains(&format!("Because of {h} (above)"))
-                    || text.contains(&format!("Beside {h} (above)"))
-                    || text.contains(&format!("Explained by {h} (above)"))
-                    || text.contains(&format!("(see {h} above)"))
-            })
+        f["kind"] != "bottleneck" && host.iter().any(|h| f["because_of"] == h.as_str())
     };
     let first = without_host(run);
     let then = all
