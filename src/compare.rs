@@ -12,6 +12,7 @@
 //!
 //! Numbers with neither (p90, p99.9, max of a single run) are *not enough data*.
 
+use crate::run::Counter;
 use crate::run::{
     Change, CompareRow, ComparedRun, Comparison, Evidence, Kind, LoadMetric, LoadResults,
     ProcRates, Role, Run, Sample, Verdict, COMPARISON_SCHEMA_VERSION, LOAD_METRICS,
@@ -55,9 +56,9 @@ macro_rules! counter_metric {
             min_change: 1.0,
             window: |e| {
                 let d = e.window.duration_s.max(1e-9);
-                Some(e.window.counters.get($key).copied().unwrap_or(0) as f64 / d)
+                Some(e.window.counters.get($key.key()).copied().unwrap_or(0) as f64 / d)
             },
-            per_sample: |s| Some(s.tcp_per_s.get($key).copied().unwrap_or(0.0)),
+            per_sample: |s| Some(s.tcp_per_s.get($key.key()).copied().unwrap_or(0.0)),
         }
     };
 }
@@ -83,10 +84,10 @@ const EVIDENCE: &[EvidenceMetric] = &[
         window: |e| Some(e.window.time_wait_max as f64),
         per_sample: |s| s.sockstat.get("TCP.tw").map(|v| *v as f64),
     },
-    counter_metric!("ListenOverflows", "TcpExt.ListenOverflows"),
-    counter_metric!("retransmits", "Tcp.RetransSegs"),
-    counter_metric!("connections opened", "Tcp.ActiveOpens"),
-    counter_metric!("connections accepted", "Tcp.PassiveOpens"),
+    counter_metric!("ListenOverflows", Counter::ListenOverflows),
+    counter_metric!("retransmits", Counter::RetransSegs),
+    counter_metric!("connections opened", Counter::ActiveOpens),
+    counter_metric!("connections accepted", Counter::PassiveOpens),
     worker_metric!("worker CPU (busiest)", "%", 5.0, |p| Some(p.cpu_pct)),
     worker_metric!("worker run delay (busiest)", "ms/s", 5.0, |p| p
         .run_delay_ms_per_s),

@@ -294,6 +294,7 @@ mod tests {
             evidence: Vec::new(),
             explanation: String::new(),
             fix: String::new(),
+            because_of: None,
         });
         judge(&mut run, &Objectives::parse("p99<1us").unwrap(), false);
         assert_eq!(verdict(&run), Verdict::Untrusted);

@@ -5,7 +5,7 @@
 //! worded from the Run's facts; thresholds scale with the CPUs a worker may use.
 
 use loadlens::diagnose::diagnose;
-use loadlens::run::{Finding, Run, ServerKind};
+use loadlens::run::{Finding, Run};
 
 fn fixture(name: &str) -> Run {
     let p = format!("{}/tests/data/runs/{name}.json", env!("CARGO_MANIFEST_DIR"));
@@ -100,7 +100,7 @@ fn a_threaded_worker_is_saturated_only_when_its_threads_are() {
     // At 1,500% of 16 cores it is.
     set_worker(&mut run, 1500.0, 16, 0.0);
     for p in run.evidence.as_mut().unwrap().topology.processes.iter_mut() {
-        p.kind = ServerKind::Apache;
+        p.kind = loadlens::kinds::apache::KIND;
     }
     let found = diagnose(&run);
     let f = find(&found, "server-cpu-saturated");
@@ -119,10 +119,10 @@ fn one_busy_thread_of_many_is_an_event_loop_at_its_limit() {
     set_worker(&mut run, 102.0, 7, 0.0);
     for p in run.evidence.as_mut().unwrap().window.processes.iter_mut() {
         p.busiest_thread_pct = Some(98.0);
-        p.kind = ServerKind::Node;
+        p.kind = loadlens::kinds::node::KIND;
     }
     for p in run.evidence.as_mut().unwrap().topology.processes.iter_mut() {
-        p.kind = ServerKind::Node;
+        p.kind = loadlens::kinds::node::KIND;
     }
     let found = diagnose(&run);
     let f = find(&found, "server-cpu-saturated");

@@ -189,25 +189,15 @@ fn without_host(run: &Value) -> Vec<&Value> {
         .collect()
 }
 
-/// The findings of `run` the host's finding demoted ("Because of run-queue-delay
-/// (above)": a worker waiting for a CPU accepts slowly, and the listen queue of 10
-/// overflowed because of it too; a throttled client "beside" a server waiting for its
-/// CPU).
+/// The findings of `run` the host's finding demoted (their `because_of`: a worker
+/// waiting for a CPU accepts slowly, and the listen queue of 10 overflowed because of
+/// it too; a throttled client "beside" a server waiting for its CPU).
 fn demoted_by_host<'a>(run: &'a Value, host: &[String]) -> Vec<&'a Value> {
     run["findings"]
         .as_array()
         .unwrap()
         .iter()
-        .filter(|f| {
-            let text = f["explanation"].as_str().unwrap_or("");
-            f["kind"] != "bottleneck"
-                && host.iter().any(|h| {
-                    text.contains(&format!("Because of {h} (above)"))
-                        || text.contains(&format!("Beside {h} (above)"))
-                        || text.contains(&format!("Explained by {h} (above)"))
-                        || text.contains(&format!("(see {h} above)"))
-                })
-        })
+        .filter(|f| f["kind"] != "bottleneck" && host.iter().any(|h| f["because_of"] == h.as_str()))
         .collect()
 }
 

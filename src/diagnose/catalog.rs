@@ -5,7 +5,7 @@
 //! committed page differs; `UPDATE_DOCS=1 cargo test --test docs_current` rewrites it.
 //!
 //! The evidence names and knobs are read from the rules' source text because they are
-//! built inside each rule (`fact("TcpExt.ListenOverflows", …)`, `c.knob(Knob::Backlog)`):
+//! built inside each rule (`Counter::ListenOverflows.fact(…)`, `fact("rtt", …)`, `c.knob(Knob::Backlog)`):
 //! a rule that starts citing a new number changes the page without a second list to keep.
 
 use std::fmt::Write;
@@ -50,37 +50,25 @@ const KNOBS: &[(Knob, &str, &str)] = &[
     (Knob::UdpBuffer, "UdpBuffer", "UDP (QUIC) receive buffer"),
 ];
 
-/// Every server kind loadlens names, with the name the page uses.
-const KINDS: &[(ServerKind, &str)] = &[
-    (ServerKind::Nginx, "nginx"),
-    (ServerKind::PhpFpm, "php-fpm"),
-    (ServerKind::Apache, "Apache httpd"),
-    (ServerKind::Haproxy, "HAProxy"),
-    (ServerKind::Envoy, "Envoy"),
-    (ServerKind::Caddy, "Caddy"),
-    (ServerKind::Node, "Node.js"),
-    (
-        ServerKind::Java,
-        "Java (Jetty, HttpServer, a JVM not recognised as Tomcat)",
-    ),
-    (ServerKind::Lighttpd, "lighttpd"),
-    (ServerKind::Uwsgi, "uWSGI"),
-    (ServerKind::Tomcat, "Apache Tomcat"),
-];
-
-/// A compile error when a kind or a knob is added and the lists above are not.
+/// A compile error when a knob is added and the list above is not (the kinds are
+/// their registry, `ServerKind::all`).
 #[allow(dead_code)]
-fn listed(k: ServerKind, n: Knob) {
+fn listed(n: Knob) {
     use Knob::*;
-    use ServerKind::*;
-    match k {
-        Nginx | PhpFpm | Apache | Haproxy | Envoy | Caddy | Node | Java | Lighttpd | Uwsgi
-        | Tomcat | Unknown => {}
-    }
     match n {
         Workers | Connections | Backlog | OpenFiles | Affinity | UpstreamReuse | Reuseport
         | KeepAlive | Pool | UdpBuffer => {}
     }
+}
+
+/// The counter named just before `.fact(` (`Counter::ListenOverflows`).
+fn counter_before(text: &str) -> Option<crate::run::Counter> {
+    let at = text.rfind("Counter::")?;
+    let name = &text[at + "Counter::".len()..];
+    crate::run::Counter::ALL
+        .iter()
+        .copied()
+        .find(|c| format!("{c:?}") == name)
 }
 
 fn source(module: &str) -> &'static str {
@@ -165,7 +153,9 @@ fn evidence(module: &str, text: &str) -> Vec<String> {
             continue;
         }
         let arg = text[i + 5..].trim_start();
-        if let Some(s) = arg.strip_prefix('"') {
+        if let Some(c) = text[..i].strip_suffix('.').and_then(counter_before) {
+            add(c.key().to_string());
+        } else if let Some(s) = arg.strip_prefix('"') {
             add(literal(s));
         } else if let Some(s) = arg.strip_prefix("&format!(\"") {
             add(literal(s));
@@ -265,11 +255,12 @@ pub fn findings_markdown() -> String {
             md.push_str(" |\n|---|");
             md.push_str(&"---|".repeat(ks.len()));
             md.push('\n');
-            for (kind, name) in KINDS {
+            for info in ServerKind::all() {
+                let (kind, name) = (info.kind, info.title);
                 let cells: Vec<String> = ks
                     .iter()
                     .map(|(k, _, _)| {
-                        kinds::knob(*kind, *k).map_or("—".to_string(), |p| p.replace('|', "\\|"))
+                        kinds::knob(kind, *k).map_or("—".to_string(), |p| p.replace('|', "\\|"))
                     })
                     .collect();
                 if cells.iter().all(|c| c == "—") {

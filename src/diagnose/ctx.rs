@@ -2,6 +2,7 @@
 //! rule asks (a counter's delta, a sysctl, the front workers, the server's CPUs…).
 
 use super::kinds;
+use crate::run::Counter;
 use crate::run::{Evidence, OffCpu, ProcRates, Role, Run, ServerKind, Tier};
 
 /// Read-only helpers over a Run for the rules.
@@ -18,10 +19,10 @@ impl<'a> Ctx<'a> {
         }
     }
 
-    /// A window counter delta (`TcpExt.ListenOverflows`), 0 when absent.
-    pub fn counter(&self, key: &str) -> u64 {
+    /// A window counter delta (`Counter::ListenOverflows`), 0 when absent.
+    pub fn counter(&self, counter: Counter) -> u64 {
         self.ev
-            .and_then(|e| e.window.counters.get(key).copied())
+            .and_then(|e| e.window.counters.get(counter.key()).copied())
             .unwrap_or(0)
     }
 
@@ -135,7 +136,7 @@ impl<'a> Ctx<'a> {
     /// Connections the server's side opened (Tcp.ActiveOpens), less loadlens's own when
     /// both share a network namespace: connections to an upstream.
     pub fn upstream_opens(&self) -> u64 {
-        let active = self.counter("Tcp.ActiveOpens");
+        let active = self.counter(Counter::ActiveOpens);
         let shared_ns = self.ev.is_some_and(|e| e.topology.netns == "loadlens");
         if shared_ns {
             active.saturating_sub(self.run.results.connections_opened)
@@ -163,7 +164,7 @@ impl<'a> Ctx<'a> {
     /// inner `None` when the directive is not set.
     pub fn nginx(&self, directive: &str) -> Option<Option<String>> {
         let cfg = self.ev?.topology.config.as_ref()?;
-        (cfg.kind == ServerKind::Nginx).then(|| cfg.get(directive))
+        (cfg.kind == crate::kinds::nginx::KIND).then(|| cfg.get(directive))
     }
 
     /// A directive's values in the front server's configuration, whatever the server:
@@ -186,15 +187,15 @@ impl<'a> Ctx<'a> {
     /// first), `Unknown` when nothing was watched or in Runs recorded before kinds.
     pub fn front_kind(&self) -> ServerKind {
         let Some(e) = self.ev else {
-            return ServerKind::Unknown;
+            return ServerKind::UNKNOWN;
         };
         e.topology
             .processes
             .iter()
             .filter(|p| p.tier != Tier::Upstream)
             .map(|p| p.kind)
-            .find(|k| *k != ServerKind::Unknown)
-            .unwrap_or(ServerKind::Unknown)
+            .find(|k| *k != ServerKind::UNKNOWN)
+            .unwrap_or(ServerKind::UNKNOWN)
     }
 
     /// The kind of the upstream's processes (php-fpm, a backend), when any were watched.
@@ -202,7 +203,7 @@ impl<'a> Ctx<'a> {
         self.upstream_procs()
             .first()
             .map(|p| p.kind)
-            .unwrap_or(ServerKind::Unknown)
+            .unwrap_or(ServerKind::UNKNOWN)
     }
 
     /// The front server's own words for sizing `knob`, with its current value when the

@@ -124,6 +124,7 @@ pub fn diagnose(run: &Run) -> Vec<Finding> {
             f.explanation.push_str(&format!(
                 " The server was at a limit of its own too (see {limit} above), so that limit, not the client, is the finding; the rates are a floor.",
             ));
+            f.because_of = Some(limit.clone()).filter(|l| !l.is_empty());
         }
     } else if client_bound {
         // The server had headroom: the client set the pace, and comes first.
@@ -194,6 +195,7 @@ fn one_bottleneck(found: &mut [Finding], model: Option<&crate::run::RequestPath>
                 f.kind = Kind::Info;
                 f.explanation
                     .push_str(&format!(" Because of {cause} (above): {why}."));
+                f.because_of = Some(cause.clone());
             }
         }
     }
@@ -218,12 +220,14 @@ fn one_bottleneck(found: &mut [Finding], model: Option<&crate::run::RequestPath>
                 f.kind = Kind::Info;
                 f.explanation
                     .push_str(&format!(" Because of {cause} (above): {why}."));
+                f.because_of = Some(cause.clone());
             }
             None => {
                 f.kind = Kind::Warning;
                 f.explanation.push_str(&format!(
                     " Beside {cause} (above), the bottleneck of this run; a second limit would need evidence of its own that {cause} cannot explain."
                 ));
+                f.because_of = Some(cause.clone());
             }
         }
     }
@@ -246,6 +250,7 @@ fn explained(found: &mut [Finding]) {
                 f.kind = Kind::Info;
                 f.explanation
                     .push_str(&format!(" Explained by {} (above): {}.", cause.id, e.why));
+                f.because_of.get_or_insert_with(|| cause.id.to_string());
             }
         }
     }
@@ -322,6 +327,7 @@ mod tests {
         let f = found.iter().find(|f| f.id == id).expect("fires");
         assert_eq!(f.kind, Kind::Info, "{:?}", ids(found));
         assert!(f.explanation.contains(&format!("Explained by {cause}")));
+        assert_eq!(f.because_of.as_deref(), Some(cause.to_string().as_str()));
     }
 
     fn kind_of(found: &[Finding], id: &str) -> Option<Kind> {

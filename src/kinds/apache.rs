@@ -7,7 +7,7 @@
 use std::path::{Path, PathBuf};
 
 use super::{arg_after, exe, Found, Server};
-use crate::run::ServerKind;
+use crate::run::{KindInfo, ServerKind};
 
 pub struct Apache;
 
@@ -16,9 +16,24 @@ fn args(pid: i32) -> anyhow::Result<Vec<String>> {
         .map_err(|e| anyhow::anyhow!("cannot read /proc/{pid}/cmdline: {e}"))
 }
 
+/// This kind, as recorded in the Run.
+pub const KIND: ServerKind = ServerKind::new("apache");
+
+#[linkme::distributed_slice(crate::run::KINDS)]
+static INFO: KindInfo = KindInfo {
+    kind: KIND,
+    name: "Apache",
+    title: "Apache httpd",
+    executable: |n| matches!(n, "apache2" | "httpd" | "httpd2"),
+    ignore_case: true,
+};
+
+#[linkme::distributed_slice(super::SERVERS)]
+static SERVER: &dyn Server = &Apache;
+
 impl Server for Apache {
     fn kind(&self) -> ServerKind {
-        ServerKind::Apache
+        KIND
     }
 
     fn config_file(&self, pid: i32) -> anyhow::Result<PathBuf> {

@@ -17,7 +17,7 @@ use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
 use super::{arg_after, exe, Found, Knob, Server};
-use crate::run::{ServerConfig, ServerKind};
+use crate::run::{KindInfo, ServerConfig, ServerKind};
 
 pub struct Caddy;
 
@@ -82,7 +82,7 @@ impl Caddy {
                 .collect();
         }
         Ok(ServerConfig {
-            kind: ServerKind::Caddy,
+            kind: KIND,
             conf: String::new(),
             directives,
             upstreams,
@@ -153,9 +153,24 @@ fn uncommented(line: &str) -> &str {
     line
 }
 
+/// This kind, as recorded in the Run.
+pub const KIND: ServerKind = ServerKind::new("caddy");
+
+#[linkme::distributed_slice(crate::run::KINDS)]
+static INFO: KindInfo = KindInfo {
+    kind: KIND,
+    name: "Caddy",
+    title: "Caddy",
+    executable: |n| n.starts_with("caddy"),
+    ignore_case: false,
+};
+
+#[linkme::distributed_slice(super::SERVERS)]
+static SERVER: &dyn Server = &Caddy;
+
 impl Server for Caddy {
     fn kind(&self) -> ServerKind {
-        ServerKind::Caddy
+        KIND
     }
 
     fn config_file(&self, pid: i32) -> anyhow::Result<PathBuf> {

@@ -7,7 +7,7 @@
 use std::path::{Path, PathBuf};
 
 use super::{arg_after, exe, Found, Server};
-use crate::run::ServerKind;
+use crate::run::{KindInfo, ServerKind};
 
 pub struct Haproxy;
 
@@ -33,9 +33,24 @@ fn args(pid: i32) -> anyhow::Result<Vec<String>> {
         .map_err(|e| anyhow::anyhow!("cannot read /proc/{pid}/cmdline: {e}"))
 }
 
+/// This kind, as recorded in the Run.
+pub const KIND: ServerKind = ServerKind::new("haproxy");
+
+#[linkme::distributed_slice(crate::run::KINDS)]
+static INFO: KindInfo = KindInfo {
+    kind: KIND,
+    name: "HAProxy",
+    title: "HAProxy",
+    executable: |n| n.starts_with("haproxy"),
+    ignore_case: false,
+};
+
+#[linkme::distributed_slice(super::SERVERS)]
+static SERVER: &dyn Server = &Haproxy;
+
 impl Server for Haproxy {
     fn kind(&self) -> ServerKind {
-        ServerKind::Haproxy
+        KIND
     }
 
     fn config_file(&self, pid: i32) -> anyhow::Result<PathBuf> {

@@ -17,7 +17,7 @@ use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
 use super::{arg_after, exe, Found, Knob, Server};
-use crate::run::{ServerConfig, ServerKind};
+use crate::run::{KindInfo, ServerConfig, ServerKind};
 
 pub struct Lighttpd;
 
@@ -140,7 +140,7 @@ impl Lighttpd {
             directives.entry(f.name).or_default().push(f.value);
         }
         ServerConfig {
-            kind: ServerKind::Lighttpd,
+            kind: KIND,
             conf: String::new(),
             directives,
             upstreams,
@@ -148,13 +148,24 @@ impl Lighttpd {
     }
 }
 
+/// This kind, as recorded in the Run.
+pub const KIND: ServerKind = ServerKind::new("lighttpd");
+
+#[linkme::distributed_slice(crate::run::KINDS)]
+static INFO: KindInfo = KindInfo {
+    kind: KIND,
+    name: "lighttpd",
+    title: "lighttpd",
+    executable: |n| n == "lighttpd",
+    ignore_case: false,
+};
+
+#[linkme::distributed_slice(super::SERVERS)]
+static SERVER: &dyn Server = &Lighttpd;
+
 impl Server for Lighttpd {
     fn kind(&self) -> ServerKind {
-        ServerKind::Lighttpd
-    }
-
-    fn recognises(&self, exe: &str, _args: &[String]) -> bool {
-        exe == "lighttpd"
+        KIND
     }
 
     fn config_file(&self, pid: i32) -> anyhow::Result<PathBuf> {

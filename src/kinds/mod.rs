@@ -10,15 +10,22 @@
 //! (USR1: graceful restart; `-t`); HAProxy's management guide (master-worker mode: USR2
 //! to the master reloads; `-c`).
 
+// The registry: one line per server kind, each kind's file all there is of it (its
+// `KIND`, its `KindInfo` in `run::KINDS`, its `Server` in [`SERVERS`] when loadlens can
+// read or change its configuration).
 pub mod apache;
 pub mod caddy;
+pub mod envoy;
 pub mod haproxy;
+pub mod java;
 pub mod lighttpd;
-pub mod live;
 pub mod nginx;
+pub mod node;
 pub mod php_fpm;
 pub mod tomcat;
 pub mod uwsgi;
+
+pub mod live;
 
 use std::ops::Range;
 use std::path::{Path, PathBuf};
@@ -67,9 +74,9 @@ pub struct Found {
 /// What `tune` asks of a server kind.
 pub trait Server: Sync {
     fn kind(&self) -> ServerKind;
-    /// Whether a process whose executable's file name is `exe` (`lighttpd`, `java`)
-    /// and whose command line is `args` is this kind, where the kind's file says how
-    /// to tell ([`recognise`]; the older kinds are told by `ServerKind::from_executable`).
+    /// Whether a process whose executable's file name is `exe` (`java`) and whose
+    /// command line is `args` is this kind, where its command line tells ([`recognise`]:
+    /// a `java` running Tomcat's main class); the executable alone is its `KindInfo`'s.
     fn recognises(&self, _exe: &str, _args: &[String]) -> bool {
         false
     }
@@ -114,21 +121,14 @@ pub trait Server: Sync {
     }
 }
 
-/// The registry: every server kind with a file of its own, one line each.
-static ALL: &[&dyn Server] = &[
-    &nginx::Nginx,
-    &php_fpm::PhpFpm,
-    &apache::Apache,
-    &haproxy::Haproxy,
-    &caddy::Caddy,
-    &lighttpd::Lighttpd,
-    &uwsgi::Uwsgi,
-    &tomcat::Tomcat,
-];
+/// Every server kind loadlens can read or change, each registered in its own file:
+/// `#[distributed_slice(SERVERS)] static SERVER: &dyn Server = &Nginx;`.
+#[linkme::distributed_slice]
+pub static SERVERS: [&'static dyn Server];
 
 /// The server kind loadlens can change, or `None`.
 pub fn of(kind: ServerKind) -> Option<&'static dyn Server> {
-    ALL.iter().copied().find(|s| s.kind() == kind)
+    SERVERS.iter().copied().find(|s| s.kind() == kind)
 }
 
 /// The kind of a process from its executable (`/usr/sbin/lighttpd`) and command line:
@@ -137,7 +137,8 @@ pub fn of(kind: ServerKind) -> Option<&'static dyn Server> {
 pub fn recognise(exe: &str, args: &[String]) -> ServerKind {
     let name = exe.rsplit('/').next().unwrap_or(exe);
     let name = name.strip_suffix(" (deleted)").unwrap_or(name);
-    ALL.iter()
+    SERVERS
+        .iter()
         .find(|s| s.recognises(name, args))
         .map_or_else(|| ServerKind::from_executable(exe), |s| s.kind())
 }

@@ -6,7 +6,7 @@
 use std::path::{Path, PathBuf};
 
 use super::{arg_after, exe, Found, Server};
-use crate::run::ServerKind;
+use crate::run::{KindInfo, ServerKind};
 
 pub struct Nginx;
 
@@ -27,9 +27,24 @@ fn args(pid: i32) -> anyhow::Result<Vec<String>> {
     Ok(args)
 }
 
+/// This kind, as recorded in the Run.
+pub const KIND: ServerKind = ServerKind::new("nginx");
+
+#[linkme::distributed_slice(crate::run::KINDS)]
+static INFO: KindInfo = KindInfo {
+    kind: KIND,
+    name: "nginx",
+    title: "nginx",
+    executable: |n| n.starts_with("nginx"),
+    ignore_case: false,
+};
+
+#[linkme::distributed_slice(super::SERVERS)]
+static SERVER: &dyn Server = &Nginx;
+
 impl Server for Nginx {
     fn kind(&self) -> ServerKind {
-        ServerKind::Nginx
+        KIND
     }
 
     fn config_file(&self, pid: i32) -> anyhow::Result<PathBuf> {

@@ -6,13 +6,28 @@
 use std::path::{Path, PathBuf};
 
 use super::{exe, Found, Server};
-use crate::run::ServerKind;
+use crate::run::{KindInfo, ServerKind};
 
 pub struct PhpFpm;
 
+/// This kind, as recorded in the Run.
+pub const KIND: ServerKind = ServerKind::new("php-fpm");
+
+#[linkme::distributed_slice(crate::run::KINDS)]
+static INFO: KindInfo = KindInfo {
+    kind: KIND,
+    name: "php-fpm",
+    title: "php-fpm",
+    executable: |n| n.starts_with("php-fpm"),
+    ignore_case: false,
+};
+
+#[linkme::distributed_slice(super::SERVERS)]
+static SERVER: &dyn Server = &PhpFpm;
+
 impl Server for PhpFpm {
     fn kind(&self) -> ServerKind {
-        ServerKind::PhpFpm
+        KIND
     }
 
     fn config_file(&self, pid: i32) -> anyhow::Result<PathBuf> {

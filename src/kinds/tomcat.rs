@@ -18,7 +18,7 @@ use std::ops::Range;
 use std::path::{Path, PathBuf};
 
 use super::{exe, Found, Knob, Server};
-use crate::run::{ServerConfig, ServerKind};
+use crate::run::{KindInfo, ServerConfig, ServerKind};
 
 pub struct Tomcat;
 
@@ -153,7 +153,7 @@ impl Tomcat {
             directives.entry(f.name).or_default().push(f.value);
         }
         ServerConfig {
-            kind: ServerKind::Tomcat,
+            kind: KIND,
             conf: String::new(),
             directives,
             upstreams: Vec::new(),
@@ -161,9 +161,24 @@ impl Tomcat {
     }
 }
 
+/// This kind, as recorded in the Run.
+pub const KIND: ServerKind = ServerKind::new("tomcat");
+
+#[linkme::distributed_slice(crate::run::KINDS)]
+static INFO: KindInfo = KindInfo {
+    kind: KIND,
+    name: "Tomcat",
+    title: "Apache Tomcat",
+    executable: |_| false,
+    ignore_case: false,
+};
+
+#[linkme::distributed_slice(super::SERVERS)]
+static SERVER: &dyn Server = &Tomcat;
+
 impl Server for Tomcat {
     fn kind(&self) -> ServerKind {
-        ServerKind::Tomcat
+        KIND
     }
 
     fn recognises(&self, exe: &str, args: &[String]) -> bool {

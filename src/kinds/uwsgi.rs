@@ -16,7 +16,7 @@ use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
 use super::{Found, Knob, Server};
-use crate::run::{ServerConfig, ServerKind};
+use crate::run::{KindInfo, ServerConfig, ServerKind};
 
 pub struct Uwsgi;
 
@@ -105,7 +105,7 @@ impl Uwsgi {
             e.push(value);
         }
         ServerConfig {
-            kind: ServerKind::Uwsgi,
+            kind: KIND,
             conf: String::new(),
             directives,
             upstreams: Vec::new(),
@@ -113,13 +113,24 @@ impl Uwsgi {
     }
 }
 
+/// This kind, as recorded in the Run.
+pub const KIND: ServerKind = ServerKind::new("uwsgi");
+
+#[linkme::distributed_slice(crate::run::KINDS)]
+static INFO: KindInfo = KindInfo {
+    kind: KIND,
+    name: "uWSGI",
+    title: "uWSGI",
+    executable: |n| n == "uwsgi" || n.starts_with("uwsgi-core"),
+    ignore_case: false,
+};
+
+#[linkme::distributed_slice(super::SERVERS)]
+static SERVER: &dyn Server = &Uwsgi;
+
 impl Server for Uwsgi {
     fn kind(&self) -> ServerKind {
-        ServerKind::Uwsgi
-    }
-
-    fn recognises(&self, exe: &str, _args: &[String]) -> bool {
-        exe == "uwsgi" || exe.starts_with("uwsgi-core")
+        KIND
     }
 
     fn config_file(&self, pid: i32) -> anyhow::Result<PathBuf> {

@@ -1,27 +1,28 @@
 //! The "During the run" block: what the machine did while the load ran, readable at a
 //! glance. Only what moved is shown; the JSON has everything.
 
+use crate::run::Counter;
 use std::fmt::Write as _;
 
 use crate::run::Evidence;
 use crate::units::{fmt_bytes, fmt_count};
 
 /// TCP counters worth a line when they moved, in the order a person checks them.
-pub(super) const TCP_SHOWN: &[(&str, &str)] = &[
-    ("TcpExt.ListenOverflows", "ListenOverflows"),
-    ("TcpExt.ListenDrops", "ListenDrops"),
-    ("TcpExt.TCPReqQFullDrop", "SYN queue drops"),
-    ("TcpExt.SyncookiesSent", "SYN cookies"),
-    ("Tcp.RetransSegs", "retransmits"),
-    ("TcpExt.TCPSynRetrans", "SYN retransmits"),
-    ("TcpExt.TCPTimeouts", "RTO timeouts"),
-    ("Tcp.AttemptFails", "failed connects"),
-    ("Tcp.EstabResets", "resets"),
-    ("Tcp.OutRsts", "RSTs sent"),
-    ("TcpExt.TCPAbortOnData", "aborts on data"),
-    ("TcpExt.TCPTimeWaitOverflow", "TIME_WAIT overflow"),
-    ("Tcp.PassiveOpens", "accepted"),
-    ("Tcp.ActiveOpens", "opened"),
+pub(super) const TCP_SHOWN: &[(Counter, &str)] = &[
+    (Counter::ListenOverflows, "ListenOverflows"),
+    (Counter::ListenDrops, "ListenDrops"),
+    (Counter::ReqQFullDrop, "SYN queue drops"),
+    (Counter::SyncookiesSent, "SYN cookies"),
+    (Counter::RetransSegs, "retransmits"),
+    (Counter::SynRetrans, "SYN retransmits"),
+    (Counter::Timeouts, "RTO timeouts"),
+    (Counter::AttemptFails, "failed connects"),
+    (Counter::EstabResets, "resets"),
+    (Counter::OutRsts, "RSTs sent"),
+    (Counter::AbortOnData, "aborts on data"),
+    (Counter::TimeWaitOverflow, "TIME_WAIT overflow"),
+    (Counter::PassiveOpens, "accepted"),
+    (Counter::ActiveOpens, "opened"),
 ];
 
 /// `own_iowait`: the CPUs on which loadlens's own io_uring waits counted as iowait
@@ -94,7 +95,7 @@ pub fn render(e: &Evidence, own_iowait: &[u32]) -> String {
     let tcp: Vec<String> = TCP_SHOWN
         .iter()
         .filter_map(|(k, label)| {
-            let d = *w.counters.get(*k)?;
+            let d = *w.counters.get(k.key())?;
             Some(format!(
                 "{label} +{d} ({}/s)",
                 fmt_count(d as f64 / w.duration_s.max(1e-9))

@@ -192,6 +192,19 @@ fn findings(o: &mut String, run: &Run) {
             esc(&f.id),
             f.confidence * 100.0
         );
+        if let Some(cause) = &f.because_of {
+            // A consequence (info) follows from it; a limit kept a warning stands beside it.
+            let how = if f.kind == Kind::Info {
+                "because of"
+            } else {
+                "beside"
+            };
+            let _ = write!(
+                o,
+                "<li class=\"because\">{how} <b>{}</b> (above)</li>",
+                esc(cause)
+            );
+        }
         for e in &f.evidence {
             let _ = write!(
                 o,

@@ -43,4 +43,9 @@ pub struct Finding {
     /// What to change: the directive or sysctl, its current value where known, a
     /// suggested value.
     pub fix: String,
+    /// The finding this one was demoted beside or below (`run-queue-delay`): its
+    /// consequence ("Because of …", "Explained by …" in `explanation`) or a limit it
+    /// stands beside ("Beside …"). Absent when it stands on its own.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub because_of: Option<String>,
 }

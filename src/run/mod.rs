@@ -14,6 +14,7 @@
 
 mod client;
 mod compare;
+pub mod counters;
 mod endpoint;
 mod evidence;
 mod finding;
@@ -39,6 +40,7 @@ pub use client::{ClientCheck, ClientQuota, ThreadCpu};
 pub use compare::{
     Change, CompareRow, ComparedRun, Comparison, Verdict, COMPARISON_SCHEMA_VERSION,
 };
+pub use counters::Counter;
 #[cfg(test)]
 pub(crate) use endpoint::tests::endpoint as test_endpoint;
 pub use endpoint::{merged as merged_endpoints, EndpointResult};
@@ -61,7 +63,9 @@ pub use segment::{Merged, Segment, SegmentPart};
 pub use slo::{ObjectiveResult, Trust};
 pub use stages::{Abort, StageResult};
 pub use sweep::{Ceiling, Cell, Dim, Step, Sweep, SWEEP_SCHEMA_VERSION};
-pub use topology::{Listener, Role, ServerConfig, ServerKind, ServerProcess, Tier, Topology};
+pub use topology::{
+    KindInfo, Listener, Role, ServerConfig, ServerKind, ServerProcess, Tier, Topology, KINDS,
+};
 pub use tune::{Decision, Gain, LoadSummary, TuneEdit, TunePair, TuneSession, TuneStep};
 
 /// Version of the JSON layout below.

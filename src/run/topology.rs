@@ -100,13 +100,13 @@ impl ServerConfig {
     /// A directive's values joined with ` | `, or `None` when it is not set. Names
     /// compare without case for Apache, exactly for the others.
     pub fn get(&self, directive: &str) -> Option<String> {
-        let v = match self.kind {
-            ServerKind::Apache => self
-                .directives
+        let v = if self.kind.ignores_case() {
+            self.directives
                 .iter()
                 .find(|(k, _)| k.eq_ignore_ascii_case(directive))
-                .map(|(_, v)| v),
-            _ => self.directives.get(directive),
+                .map(|(_, v)| v)
+        } else {
+            self.directives.get(directive)
         }?;
         Some(v.join(" | "))
     }
@@ -175,73 +175,129 @@ impl Tier {
 
 /// A server loadlens knows, detected from the executable of its process. Rules reason
 /// about roles and resources; the kind only adds the server's own directive names, log
-/// formats and config reader.
-#[derive(
-    Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema,
-)]
-#[serde(rename_all = "kebab-case")]
-pub enum ServerKind {
-    Nginx,
-    PhpFpm,
-    /// Apache httpd (`apache2` on Debian, `httpd` elsewhere).
-    Apache,
-    Haproxy,
-    Envoy,
-    Caddy,
-    Node,
-    /// A JVM (Tomcat, Jetty, the JDK's HttpServer…), from the `java` executable.
-    Java,
-    /// lighttpd (`kinds/lighttpd.rs`).
-    Lighttpd,
-    /// uWSGI (`kinds/uwsgi.rs`).
-    Uwsgi,
-    /// Apache Tomcat: a JVM whose command line runs `org.apache.catalina…`
-    /// (`kinds/tomcat.rs`).
-    Tomcat,
-    #[default]
-    Unknown,
+/// formats and config reader. Each kind is declared in its own file in `src/kinds/`
+/// (its `KIND` constant and its [`KindInfo`] in [`KINDS`]); recorded as its id, the
+/// same string as ever (`nginx`, `php-fpm`); an id no file declares reads as `unknown`.
+#[derive(Clone, Copy, PartialEq, Eq, Hash)]
+pub struct ServerKind(&'static str);
+
+/// What a kind is called and how its processes are told, declared beside the rest of the
+/// kind in `src/kinds/<server>.rs`: `#[distributed_slice(KINDS)] static INFO: KindInfo`.
+pub struct KindInfo {
+    pub kind: ServerKind,
+    /// The name people call it by (`php-fpm`, `Apache`, `the JVM`).
+    pub name: &'static str,
+    /// Its row in docs/findings.md's tables of knobs (`Apache httpd`).
+    pub title: &'static str,
+    /// Whether an executable's file name (`php-fpm8.2`, `apache2`) is this kind's.
+    pub executable: fn(&str) -> bool,
+    /// Whether its directive names ignore case (Apache's do).
+    pub ignore_case: bool,
 }
 
+/// Every server kind's [`KindInfo`], one in each kind's file, gathered when linking.
+#[linkme::distributed_slice]
+pub static KINDS: [KindInfo];
+
 impl ServerKind {
+    /// Not recognised: what a process of no known kind, or an id no file declares, is.
+    pub const UNKNOWN: ServerKind = ServerKind("unknown");
+
+    /// The kind recorded as `id`, for a kind's own `KIND` constant.
+    pub const fn new(id: &'static str) -> ServerKind {
+        ServerKind(id)
+    }
+
+    /// Its id as recorded in the Run (`php-fpm`).
+    pub fn id(self) -> &'static str {
+        self.0
+    }
+
+    /// The kind recorded as `id`, or [`ServerKind::UNKNOWN`] when no kind's file declares it.
+    pub fn from_id(id: &str) -> ServerKind {
+        KINDS
+            .iter()
+            .find(|k| k.kind.0 == id)
+            .map_or(ServerKind::UNKNOWN, |k| k.kind)
+    }
+
+    /// Every declared kind's information, by id.
+    pub fn all() -> Vec<&'static KindInfo> {
+        let mut v: Vec<&KindInfo> = KINDS.iter().collect();
+        v.sort_by_key(|k| k.kind.0);
+        v
+    }
+
+    fn info(self) -> Option<&'static KindInfo> {
+        KINDS.iter().find(|k| k.kind == self)
+    }
+
     /// From an executable's file name (`/usr/sbin/php-fpm8.2` → `php-fpm8.2`) or, when
-    /// the executable is unreadable, the command name.
+    /// the executable is unreadable, the command name: the kind whose file says the name
+    /// is its own.
     pub fn from_executable(name: &str) -> ServerKind {
         let n = name.rsplit('/').next().unwrap_or(name);
         let n = n.strip_suffix(" (deleted)").unwrap_or(n);
-        match n {
-            _ if n.starts_with("nginx") => ServerKind::Nginx,
-            _ if n.starts_with("php-fpm") => ServerKind::PhpFpm,
-            "apache2" | "httpd" | "httpd2" => ServerKind::Apache,
-            _ if n.starts_with("haproxy") => ServerKind::Haproxy,
-            _ if n.starts_with("envoy") => ServerKind::Envoy,
-            _ if n.starts_with("caddy") => ServerKind::Caddy,
-            "node" | "nodejs" => ServerKind::Node,
-            "java" => ServerKind::Java,
-            _ => ServerKind::Unknown,
-        }
+        ServerKind::all()
+            .into_iter()
+            .find(|k| (k.executable)(n))
+            .map_or(ServerKind::UNKNOWN, |k| k.kind)
     }
 
     /// For `#[serde(default)]` of configs recorded before kinds.
     pub fn nginx() -> ServerKind {
-        ServerKind::Nginx
+        ServerKind::from_id("nginx")
     }
 
     /// The name people call it by.
     pub fn name(self) -> &'static str {
-        match self {
-            ServerKind::Nginx => "nginx",
-            ServerKind::PhpFpm => "php-fpm",
-            ServerKind::Apache => "Apache",
-            ServerKind::Haproxy => "HAProxy",
-            ServerKind::Envoy => "Envoy",
-            ServerKind::Caddy => "Caddy",
-            ServerKind::Node => "Node.js",
-            ServerKind::Java => "the JVM",
-            ServerKind::Lighttpd => "lighttpd",
-            ServerKind::Uwsgi => "uWSGI",
-            ServerKind::Tomcat => "Tomcat",
-            ServerKind::Unknown => "the server",
-        }
+        self.info().map_or("the server", |k| k.name)
+    }
+
+    /// Whether its directive names ignore case (Apache's do).
+    pub fn ignores_case(self) -> bool {
+        self.info().is_some_and(|k| k.ignore_case)
+    }
+}
+
+impl Default for ServerKind {
+    fn default() -> Self {
+        ServerKind::UNKNOWN
+    }
+}
+
+impl std::fmt::Debug for ServerKind {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.0)
+    }
+}
+
+impl Serialize for ServerKind {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        s.serialize_str(self.0)
+    }
+}
+
+impl<'de> Deserialize<'de> for ServerKind {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        let s = std::borrow::Cow::<'de, str>::deserialize(d)?;
+        Ok(ServerKind::from_id(&s))
+    }
+}
+
+impl schemars::JsonSchema for ServerKind {
+    fn schema_name() -> std::borrow::Cow<'static, str> {
+        "ServerKind".into()
+    }
+
+    fn json_schema(_: &mut schemars::SchemaGenerator) -> schemars::Schema {
+        let mut ids: Vec<&str> = ServerKind::all().iter().map(|k| k.kind.0).collect();
+        ids.push(ServerKind::UNKNOWN.0);
+        schemars::json_schema!({
+            "description": "A server loadlens knows, detected from the executable of its process: the id of its kind (`src/kinds/<server>.rs`), `unknown` for any other.",
+            "type": "string",
+            "enum": ids,
+        })
     }
 }
 
@@ -252,29 +308,43 @@ mod tests {
     #[test]
     fn kinds_from_executables() {
         for (exe, kind) in [
-            ("/usr/sbin/nginx", ServerKind::Nginx),
-            ("/usr/sbin/php-fpm8.2", ServerKind::PhpFpm),
-            ("/usr/sbin/apache2", ServerKind::Apache),
-            ("/usr/sbin/httpd", ServerKind::Apache),
-            ("/usr/sbin/haproxy", ServerKind::Haproxy),
-            ("/usr/bin/node", ServerKind::Node),
-            ("/usr/local/bin/caddy", ServerKind::Caddy),
-            ("/opt/app/server (deleted)", ServerKind::Unknown),
+            ("/usr/sbin/nginx", "nginx"),
+            ("/usr/sbin/php-fpm8.2", "php-fpm"),
+            ("/usr/sbin/apache2", "apache"),
+            ("/usr/sbin/httpd", "apache"),
+            ("/usr/sbin/haproxy", "haproxy"),
+            ("/usr/bin/node", "node"),
+            ("/usr/local/bin/caddy", "caddy"),
+            ("/usr/bin/java", "java"),
+            ("/opt/app/server (deleted)", "unknown"),
         ] {
-            assert_eq!(ServerKind::from_executable(exe), kind, "{exe}");
+            assert_eq!(ServerKind::from_executable(exe).id(), kind, "{exe}");
         }
+    }
+
+    #[test]
+    fn kinds_read_as_their_ids_and_unknown_ids_as_unknown() {
+        for id in ["nginx", "php-fpm", "apache", "tomcat", "unknown"] {
+            let k: ServerKind = serde_json::from_str(&format!("\"{id}\"")).unwrap();
+            assert_eq!(k.id(), id);
+            assert_eq!(serde_json::to_string(&k).unwrap(), format!("\"{id}\""));
+        }
+        let k: ServerKind = serde_json::from_str("\"gopher-httpd\"").unwrap();
+        assert_eq!(k, ServerKind::UNKNOWN);
+        assert_eq!(ServerKind::from_id("php-fpm").name(), "php-fpm");
+        assert_eq!(k.name(), "the server");
     }
 
     #[test]
     fn apache_directives_ignore_case() {
         let mut c = ServerConfig {
-            kind: ServerKind::Apache,
+            kind: ServerKind::from_id("apache"),
             ..Default::default()
         };
         c.directives
             .insert("maxrequestworkers".into(), vec!["8".into()]);
         assert_eq!(c.get("MaxRequestWorkers").as_deref(), Some("8"));
-        c.kind = ServerKind::Haproxy;
+        c.kind = ServerKind::from_id("haproxy");
         assert_eq!(c.get("MaxRequestWorkers"), None);
     }
 }

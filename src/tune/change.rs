@@ -56,7 +56,11 @@ impl Target {
             .unwrap_or_default();
         let owner =
             |p: &&crate::run::ServerProcess| p.tier != Tier::Upstream && p.role != Role::Worker;
-        let web = [ServerKind::Nginx, ServerKind::Apache, ServerKind::Haproxy];
+        let web = [
+            crate::kinds::nginx::KIND,
+            crate::kinds::apache::KIND,
+            crate::kinds::haproxy::KIND,
+        ];
         let p = topo
             .processes
             .iter()
@@ -247,7 +251,7 @@ pub fn plan(run: &Run, f: &Finding, ask: &Ask) -> anyhow::Result<Plan> {
     let id = FindingId::of(f);
     match id {
         Some(FindingId::UpstreamSaturated) => {
-            let Some(t) = Target::find(run, ServerKind::PhpFpm, &ask.host) else {
+            let Some(t) = Target::find(run, crate::kinds::php_fpm::KIND, &ask.host) else {
                 return none("the upstream is not a php-fpm loadlens watches");
             };
             let t = t?;
@@ -292,22 +296,22 @@ pub fn plan(run: &Run, f: &Finding, ask: &Ask) -> anyhow::Result<Plan> {
             let t = Target::front(run, &ask.host)?;
             let want = pow2_at_least(conns * 4).max(4096);
             let done = match (t.server.kind(), id) {
-                (ServerKind::Nginx, Some(FindingId::FdLimit)) => {
+                (crate::kinds::nginx::KIND, Some(FindingId::FdLimit)) => {
                     c.reason = format!("{conns} connections need as many open files in a worker (and more for upstreams and logs): worker_rlimit_nofile {}", want * 2);
                     c.set(&t, "worker_rlimit_nofile", None, &(want * 2).to_string())?
                         || c.add(&t, "", "worker_rlimit_nofile", &(want * 2).to_string())?
                 }
-                (ServerKind::Nginx, _) => {
+                (crate::kinds::nginx::KIND, _) => {
                     c.reason = format!("{conns} connections are more than a worker may hold: worker_connections {want}");
                     c.set(&t, "worker_connections", None, &want.to_string())?
                 }
-                (ServerKind::Haproxy, _) => {
+                (crate::kinds::haproxy::KIND, _) => {
                     c.reason = format!(
                         "{conns} connections are more than HAProxy's maxconn: maxconn {want}"
                     );
                     c.set(&t, "maxconn", None, &want.to_string())?
                 }
-                (ServerKind::Apache, _) => return apache_workers(run, f, &t, conns),
+                (crate::kinds::apache::KIND, _) => return apache_workers(run, f, &t, conns),
                 _ => false,
             };
             if !done {
@@ -326,7 +330,7 @@ pub fn plan(run: &Run, f: &Finding, ask: &Ask) -> anyhow::Result<Plan> {
                 .unwrap_or(4096);
             let port = format!(":{}", run.target_addr.rsplit(':').next().unwrap_or(""));
             let done = match t.server.kind() {
-                ServerKind::Nginx => match c.current(&t, "listen", Some(&port)) {
+                crate::kinds::nginx::KIND => match c.current(&t, "listen", Some(&port)) {
                     Some((_, v)) => {
                         let words: Vec<String> = v
                             .split_whitespace()
@@ -338,8 +342,8 @@ pub fn plan(run: &Run, f: &Finding, ask: &Ask) -> anyhow::Result<Plan> {
                     }
                     None => false,
                 },
-                ServerKind::Haproxy => c.set(&t, "maxconn", None, &want.to_string())?,
-                ServerKind::Apache => {
+                crate::kinds::haproxy::KIND => c.set(&t, "maxconn", None, &want.to_string())?,
+                crate::kinds::apache::KIND => {
                     c.set(&t, "ListenBacklog", None, &want.to_string())?
                         || c.add(&t, "", "ListenBacklog", &want.to_string())?
                 }
@@ -371,7 +375,7 @@ pub fn plan(run: &Run, f: &Finding, ask: &Ask) -> anyhow::Result<Plan> {
         }
         Some(FindingId::EphemeralPortsExhausted | FindingId::TimeWaitConnectCost) => {
             let t = Target::front(run, &ask.host)?;
-            if t.server.kind() != ServerKind::Nginx {
+            if t.server.kind() != crate::kinds::nginx::KIND {
                 return none("upstream keep-alive is typed for nginx only");
             }
             let Some((_, pass)) = c.current(&t, "proxy_pass", None) else {
@@ -411,7 +415,7 @@ pub fn plan(run: &Run, f: &Finding, ask: &Ask) -> anyhow::Result<Plan> {
                 .current(&t, "gzip_comp_level", None)
                 .and_then(|(_, v)| num(&v));
             match level {
-                Some(l) if l > 1 && t.server.kind() == ServerKind::Nginx => {
+                Some(l) if l > 1 && t.server.kind() == crate::kinds::nginx::KIND => {
                     c.reason = format!("the workers' CPU is used up and each response is compressed at gzip_comp_level {l}: level 1 gives nearly the same bytes for a fraction of the CPU");
                     c.set(&t, "gzip_comp_level", None, "1")?;
                 }
@@ -469,10 +473,10 @@ pub fn tried(run: &Run, directive: &str, value: &str, ask: &Ask) -> anyhow::Resu
     );
     let mut targets = vec![Target::front(run, &ask.host)?];
     for k in [
-        ServerKind::PhpFpm,
-        ServerKind::Nginx,
-        ServerKind::Apache,
-        ServerKind::Haproxy,
+        crate::kinds::php_fpm::KIND,
+        crate::kinds::nginx::KIND,
+        crate::kinds::apache::KIND,
+        crate::kinds::haproxy::KIND,
     ] {
         if let Some(Ok(t)) = Target::find(run, k, &ask.host) {
             targets.push(t);

@@ -13,12 +13,12 @@ use crate::sys::procfs::read_cmdline;
 /// Reads the configuration of the server process `pid` of kind `kind`.
 pub fn read(kind: ServerKind, pid: i32) -> Result<ServerConfig, String> {
     match kind {
-        ServerKind::Nginx => super::nginx::read(pid),
-        ServerKind::Apache => {
+        crate::kinds::nginx::KIND => super::nginx::read(pid),
+        crate::kinds::apache::KIND => {
             let args = read_cmdline(pid).map_err(|e| format!("/proc/{pid}/cmdline: {e}"))?;
             read_apache(&apache_conf(&args))
         }
-        ServerKind::Haproxy => {
+        crate::kinds::haproxy::KIND => {
             let args = read_cmdline(pid).map_err(|e| format!("/proc/{pid}/cmdline: {e}"))?;
             read_haproxy(&haproxy_conf(&args))
         }
@@ -33,7 +33,7 @@ pub fn read(kind: ServerKind, pid: i32) -> Result<ServerConfig, String> {
 pub fn readable(kind: ServerKind) -> bool {
     matches!(
         kind,
-        ServerKind::Nginx | ServerKind::Apache | ServerKind::Haproxy
+        crate::kinds::nginx::KIND | crate::kinds::apache::KIND | crate::kinds::haproxy::KIND
     ) || crate::kinds::of(kind).is_some_and(|s| s.reads_config())
 }
 
@@ -100,7 +100,7 @@ pub fn read_apache(conf: &Path) -> Result<ServerConfig, String> {
     include_apache(conf, &root, &mut lines, 0)?;
     let (directives, upstreams) = parse_apache(&lines.join("\n"));
     Ok(ServerConfig {
-        kind: ServerKind::Apache,
+        kind: crate::kinds::apache::KIND,
         conf: conf.display().to_string(),
         directives,
         upstreams,
@@ -189,7 +189,7 @@ pub fn read_haproxy(conf: &Path) -> Result<ServerConfig, String> {
     let text = std::fs::read_to_string(conf).map_err(|e| format!("{}: {e}", conf.display()))?;
     let (directives, upstreams) = parse_haproxy(&text);
     Ok(ServerConfig {
-        kind: ServerKind::Haproxy,
+        kind: crate::kinds::haproxy::KIND,
         conf: conf.display().to_string(),
         directives,
         upstreams,

@@ -13,7 +13,7 @@ use std::collections::BTreeMap;
 use std::io::{Read, Seek, SeekFrom};
 use std::os::unix::fs::MetadataExt;
 
-use crate::run::{LogClass, Role, ServerConfig, ServerKind, ServerLog, ServerProcess};
+use crate::run::{LogClass, Role, ServerConfig, ServerLog, ServerProcess};
 
 /// At most this much of each log is read per run.
 pub const MAX_BYTES: u64 = 4 << 20;
@@ -182,8 +182,8 @@ pub fn find(procs: &[ServerProcess], config: Option<&ServerConfig>) -> Vec<Tail>
     };
     if let Some(cfg) = config {
         let paths = match cfg.kind {
-            ServerKind::Nginx => nginx_error_logs(cfg),
-            ServerKind::Apache => apache_error_logs(cfg),
+            crate::kinds::nginx::KIND => nginx_error_logs(cfg),
+            crate::kinds::apache::KIND => apache_error_logs(cfg),
             _ => Vec::new(),
         };
         for p in paths {
@@ -192,7 +192,7 @@ pub fn find(procs: &[ServerProcess], config: Option<&ServerConfig>) -> Vec<Tail>
     }
     for p in procs
         .iter()
-        .filter(|p| p.kind == ServerKind::PhpFpm && p.role != Role::Worker)
+        .filter(|p| p.kind == crate::kinds::php_fpm::KIND && p.role != Role::Worker)
     {
         if let Some(path) = php_fpm_error_log(p.pid) {
             add(path, "php-fpm");

@@ -186,7 +186,7 @@ pub fn read(pid: i32) -> Result<ServerConfig, String> {
     let text = reader.join().unwrap_or_default();
     let (directives, upstreams) = parse_all(&text);
     Ok(ServerConfig {
-        kind: crate::run::ServerKind::Nginx,
+        kind: crate::kinds::nginx::KIND,
         conf,
         directives,
         upstreams,

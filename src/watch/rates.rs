@@ -1,6 +1,7 @@
 //! From two snapshots to the record: per-interval [`Sample`]s (rates and gauges) and the
 //! [`Window`] (deltas over exactly the load window).
 
+use crate::run::Counter;
 use std::collections::BTreeMap;
 use std::time::Instant;
 
@@ -17,24 +18,24 @@ use super::snapshot::{ConnSnap, Reader, Snapshot};
 
 /// The counters that the sample series carries as per-second rates (the window deltas
 /// carry every counter that moved).
-const SERIES_COUNTERS: &[&str] = &[
-    "Tcp.ActiveOpens",
-    "Tcp.PassiveOpens",
-    "Tcp.AttemptFails",
-    "Tcp.EstabResets",
-    "Tcp.RetransSegs",
-    "Tcp.OutRsts",
-    "Tcp.InErrs",
-    "TcpExt.ListenOverflows",
-    "TcpExt.ListenDrops",
-    "TcpExt.TCPReqQFullDrop",
-    "TcpExt.SyncookiesSent",
-    "TcpExt.TCPTimeouts",
-    "TcpExt.TCPSynRetrans",
-    "TcpExt.TW",
-    "TcpExt.TCPTimeWaitOverflow",
-    "TcpExt.TCPAbortOnData",
-    "TcpExt.TCPAbortOnMemory",
+const SERIES_COUNTERS: &[Counter] = &[
+    Counter::ActiveOpens,
+    Counter::PassiveOpens,
+    Counter::AttemptFails,
+    Counter::EstabResets,
+    Counter::RetransSegs,
+    Counter::OutRsts,
+    Counter::InErrs,
+    Counter::ListenOverflows,
+    Counter::ListenDrops,
+    Counter::ReqQFullDrop,
+    Counter::SyncookiesSent,
+    Counter::Timeouts,
+    Counter::SynRetrans,
+    Counter::TimeWait,
+    Counter::TimeWaitOverflow,
+    Counter::AbortOnData,
+    Counter::AbortOnMemory,
 ];
 
 /// The server's connections over the window: chronograph deltas, and the medians of
@@ -215,8 +216,11 @@ impl Reader {
         let tcp_per_s = SERIES_COUNTERS
             .iter()
             .filter_map(|k| {
-                let d = b.counters.get(*k)?.saturating_sub(*a.counters.get(*k)?);
-                Some((k.to_string(), d as f64 / dt))
+                let d = b
+                    .counters
+                    .get(k.key())?
+                    .saturating_sub(*a.counters.get(k.key())?);
+                Some((k.key().to_string(), d as f64 / dt))
             })
             .collect();
         Sample {
@@ -449,7 +453,7 @@ mod tests {
                 pid: 42,
                 ppid: 1,
                 comm: "nginx".into(),
-                kind: crate::run::ServerKind::Nginx,
+                kind: crate::kinds::nginx::KIND,
                 role: crate::run::Role::Worker,
                 tier: crate::run::Tier::Front,
             }],

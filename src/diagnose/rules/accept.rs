@@ -2,13 +2,14 @@
 
 use super::{fact, finding, ramp, Ctx, FindingId};
 use crate::diagnose::kinds::Knob;
+use crate::run::Counter;
 use crate::run::{Finding, Kind};
 
 /// Connections dropped because the listen socket's accept queue was full.
 pub(super) fn listen_queue_overflow(c: &Ctx) -> Option<Finding> {
-    let overflows = c.counter("TcpExt.ListenOverflows");
-    let drops = c.counter("TcpExt.ListenDrops");
-    let opened = c.counter("Tcp.PassiveOpens").max(1);
+    let overflows = c.counter(Counter::ListenOverflows);
+    let drops = c.counter(Counter::ListenDrops);
+    let opened = c.counter(Counter::PassiveOpens).max(1);
     // A handful over a run can be noise of a restart; one in a thousand is a pattern.
     if overflows < 10 || (overflows as f64) < 0.001 * opened as f64 {
         return None;
@@ -39,10 +40,10 @@ pub(super) fn listen_queue_overflow(c: &Ctx) -> Option<Finding> {
         ),
     );
     f.evidence = vec![
-        fact("TcpExt.ListenOverflows", overflows as f64, "connections"),
+        Counter::ListenOverflows.fact(overflows as f64),
         fact("ListenOverflows rate", rate, "/s"),
-        fact("TcpExt.ListenDrops", drops as f64, "connections"),
-        fact("Tcp.PassiveOpens", opened as f64, "connections"),
+        Counter::ListenDrops.fact(drops as f64),
+        Counter::PassiveOpens.fact(opened as f64),
     ];
     if let Some(q) = q {
         f.evidence.push(fact(
@@ -82,7 +83,7 @@ pub(super) fn listen_queue_overflow(c: &Ctx) -> Option<Finding> {
 /// The accept queue that overflowed is an upstream's: the front (a proxy) connects to it
 /// faster than it accepts.
 fn upstream_queue_overflow(c: &Ctx, q: &crate::run::QueueMax, overflows: u64) -> Finding {
-    let opened = c.counter("Tcp.PassiveOpens").max(1);
+    let opened = c.counter(Counter::PassiveOpens).max(1);
     let comm = c
         .upstream_procs()
         .first()
@@ -99,7 +100,7 @@ fn upstream_queue_overflow(c: &Ctx, q: &crate::run::QueueMax, overflows: u64) ->
         format!("listen queue overflow on the upstream {}{comm}", q.addr),
     );
     f.evidence = vec![
-        fact("TcpExt.ListenOverflows", overflows as f64, "connections"),
+        Counter::ListenOverflows.fact(overflows as f64),
         fact(
             "upstream accept queue max seen",
             q.max_queue as f64,
@@ -110,7 +111,7 @@ fn upstream_queue_overflow(c: &Ctx, q: &crate::run::QueueMax, overflows: u64) ->
             q.backlog as f64,
             "connections",
         ),
-        fact("Tcp.PassiveOpens", opened as f64, "connections"),
+        Counter::PassiveOpens.fact(opened as f64),
     ];
     f.explanation = format!(
         "The front server opened connections to its upstream faster than the upstream accepted them; with the upstream's accept queue full (effective backlog {}) the kernel dropped the handshakes, and the front retried after a second or more — the latency spikes and lost throughput of the run. The upstream is the slower stage.",
@@ -128,8 +129,8 @@ fn upstream_queue_overflow(c: &Ctx, q: &crate::run::QueueMax, overflows: u64) ->
 
 /// SYNs dropped or answered with cookies because the SYN queue was full.
 pub(super) fn syn_queue_overflow(c: &Ctx) -> Option<Finding> {
-    let drop = c.counter("TcpExt.TCPReqQFullDrop");
-    let cookies = c.counter("TcpExt.TCPReqQFullDoCookies") + c.counter("TcpExt.SyncookiesSent");
+    let drop = c.counter(Counter::ReqQFullDrop);
+    let cookies = c.counter(Counter::ReqQFullDoCookies) + c.counter(Counter::SyncookiesSent);
     if drop + cookies < 10 {
         return None;
     }
@@ -140,7 +141,7 @@ pub(super) fn syn_queue_overflow(c: &Ctx) -> Option<Finding> {
         "SYN queue overflow on the server's listen socket".into(),
     );
     f.evidence = vec![
-        fact("TcpExt.TCPReqQFullDrop", drop as f64, "SYNs"),
+        Counter::ReqQFullDrop.fact(drop as f64),
         fact("SYN cookies sent", cookies as f64, "SYNs"),
     ];
     f.explanation = "Half-open connections filled the SYN queue (sized by the listen backlog and net.ipv4.tcp_max_syn_backlog): new SYNs were dropped, or answered with SYN cookies, which lose TCP options such as window scaling.".into();

@@ -576,7 +576,7 @@ mod tests {
             .topology
             .config
             .get_or_insert_with(|| crate::run::ServerConfig {
-                kind: crate::run::ServerKind::Nginx,
+                kind: crate::kinds::nginx::KIND,
                 ..Default::default()
             });
         nginx.directives.insert("gzip".into(), vec!["on".into()]);

@@ -1,7 +1,7 @@
 //! HTTP behaviour: Nagle and delayed ACK, error responses.
 
 use super::{fact, finding, logged, ramp, Ctx, FindingId};
-use crate::run::{Finding, Kind, ServerKind};
+use crate::run::{Finding, Kind};
 
 /// Share of the responses in a ~40 ms mode from which the mode is what the load
 /// measured (a bottleneck), not a tail beside it (a warning).
@@ -110,8 +110,8 @@ fn nagle_fix(c: &Ctx) -> String {
             .any(|p| p.tier != crate::run::Tier::Upstream && p.comm == "java")
     });
     match c.front_kind() {
-        ServerKind::Nginx => "`tcp_nodelay on;` (nginx's default, for keep-alive connections) and send each message in one write (`postpone_output`, `tcp_nopush` with `sendfile`)".into(),
-        ServerKind::Node => "`socket.setNoDelay(true)` (Node ≥ 18 sets it on HTTP sockets by default: check `noDelay` in `http.createServer` options)".into(),
+        crate::kinds::nginx::KIND => "`tcp_nodelay on;` (nginx's default, for keep-alive connections) and send each message in one write (`postpone_output`, `tcp_nopush` with `sendfile`)".into(),
+        crate::kinds::node::KIND => "`socket.setNoDelay(true)` (Node ≥ 18 sets it on HTTP sockets by default: check `noDelay` in `http.createServer` options)".into(),
         _ if java => "set TCP_NODELAY on the accepted sockets: for the JDK's built-in HttpServer (com.sun.net.httpserver) start the JVM with `-Dsun.net.httpserver.nodelay=true`; Tomcat, Jetty and Netty servers set it by default (`tcpNoDelay`); or write the head and body in one write".into(),
         _ => "set TCP_NODELAY on the server's sockets (`setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, 1)`), or write each response in one piece (head and body together)".into(),
     }

@@ -2,6 +2,7 @@
 
 use super::{fact, finding, logged, ramp, Ctx, FindingId};
 use crate::diagnose::kinds::Knob;
+use crate::run::Counter;
 use crate::run::{Finding, Kind};
 
 pub(super) fn fd_limit(c: &Ctx) -> Option<Finding> {
@@ -143,7 +144,7 @@ pub(super) fn connection_limit(c: &Ctx) -> Option<Finding> {
 /// samples, while its workers had CPU to spare and the queue did not overflow (that is
 /// listen-queue-overflow's finding): the server stopped accepting at a limit.
 fn waiting_to_be_accepted<'a>(c: &Ctx<'a>) -> Option<&'a crate::run::QueueMax> {
-    if c.counter("TcpExt.ListenOverflows") >= 10 {
+    if c.counter(Counter::ListenOverflows) >= 10 {
         return None;
     }
     let port = c.run.target_addr.rsplit(':').next().unwrap_or("");
@@ -190,7 +191,7 @@ mod tests {
         set_fds(&mut run, 800);
         assert!(!fires(&run, "fd-limit"));
         let mut cfg = crate::run::ServerConfig {
-            kind: crate::run::ServerKind::Nginx,
+            kind: crate::kinds::nginx::KIND,
             ..Default::default()
         };
         cfg.directives
@@ -207,7 +208,7 @@ mod tests {
     fn limits_are_judged_over_the_run_not_at_its_end() {
         let mut run = fixture("healthy-before");
         let mut cfg = crate::run::ServerConfig {
-            kind: crate::run::ServerKind::Nginx,
+            kind: crate::kinds::nginx::KIND,
             ..Default::default()
         };
         cfg.directives
@@ -293,11 +294,11 @@ mod tests {
         ev.topology
             .processes
             .iter_mut()
-            .for_each(|p| p.kind = ServerKind::Unknown);
+            .for_each(|p| p.kind = ServerKind::UNKNOWN);
         ev.window
             .processes
             .iter_mut()
-            .for_each(|p| p.kind = ServerKind::Unknown);
+            .for_each(|p| p.kind = ServerKind::UNKNOWN);
         let found = crate::diagnose::diagnose(&run);
         let f = found
             .iter()

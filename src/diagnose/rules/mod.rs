@@ -243,6 +243,7 @@ pub(super) fn finding(id: FindingId, kind: Kind, confidence: f64, title: String)
         evidence: Vec::new(),
         explanation: String::new(),
         fix: String::new(),
+        because_of: None,
     }
 }
 

@@ -1,6 +1,7 @@
 //! The network: a saturated link, retransmits.
 
 use super::{fact, finding, ramp, Ctx, FindingId};
+use crate::run::Counter;
 use crate::run::{Finding, Kind};
 
 /// An interface at ≥ 90% of its speed or of a rate-limiting qdisc.
@@ -79,9 +80,9 @@ const RTO_PER_RETRANSMIT: u64 = 4;
 /// minimum RTO (loss's signature: the slow requests each waited for a retransmission
 /// timer), a warning otherwise when a noticeable share of segments were sent again.
 pub(super) fn retransmits(c: &Ctx) -> Option<Finding> {
-    let re = c.counter("Tcp.RetransSegs");
-    let out = c.counter("Tcp.OutSegs").max(1);
-    let timeouts = c.counter("TcpExt.TCPTimeouts") + c.counter("TcpExt.TCPLossProbes");
+    let re = c.counter(Counter::RetransSegs);
+    let out = c.counter(Counter::OutSegs).max(1);
+    let timeouts = c.counter(Counter::Timeouts) + c.counter(Counter::LossProbes);
     let h = c.run.results.latency.decode().ok();
     let mode = h
         .as_ref()
@@ -106,17 +107,13 @@ pub(super) fn retransmits(c: &Ctx) -> Option<Finding> {
         "TCP retransmissions".into(),
     );
     f.evidence = vec![
-        fact("Tcp.RetransSegs", re as f64, "segments"),
+        Counter::RetransSegs.fact(re as f64),
         fact(
             "share of segments sent",
             re as f64 * 100.0 / out as f64,
             "%",
         ),
-        fact(
-            "TcpExt.TCPTimeouts",
-            c.counter("TcpExt.TCPTimeouts") as f64,
-            "timeouts",
-        ),
+        Counter::Timeouts.fact(c.counter(Counter::Timeouts) as f64),
     ];
     f.explanation = "Segments were lost and sent again (drops in a full queue, on a shaped link or in the network); each loss stalls a connection for a round trip or a retransmission timeout.".into();
     f.fix = "find the drop: `nstat`, qdisc drops (`tc -s qdisc`), NIC drops (`ip -s link`), softnet drops; raise net.core.netdev_max_backlog if softnet drops".into();
@@ -151,22 +148,14 @@ fn loss_tail(
         fact("share of responses", share * 100.0, "%"),
         fact("p50 latency", p50 * 1e3, "µs"),
         fact("p99 latency", p99, "ms"),
-        fact("Tcp.RetransSegs", re as f64, "segments"),
+        Counter::RetransSegs.fact(re as f64),
         fact(
             "share of segments sent",
             re as f64 * 100.0 / out as f64,
             "%",
         ),
-        fact(
-            "TcpExt.TCPTimeouts",
-            c.counter("TcpExt.TCPTimeouts") as f64,
-            "timeouts",
-        ),
-        fact(
-            "TcpExt.TCPLossProbes",
-            c.counter("TcpExt.TCPLossProbes") as f64,
-            "probes",
-        ),
+        Counter::Timeouts.fact(c.counter(Counter::Timeouts) as f64),
+        Counter::LossProbes.fact(c.counter(Counter::LossProbes) as f64),
     ];
     f.explanation = format!(
         "Most requests took {p50:.2} ms and {:.1}% took 200 ms or more, with little between: a latency mode at TCP's minimum retransmission timeout (200 ms in Linux) is loss's signature. A request or a small response is alone in flight on its connection; when it is lost no later segment reveals the loss (no duplicate ACKs, no fast retransmit), so it is sent again only when the timer (or the tail-loss probe, which waits as long for a lone segment) expires. The server sent {re} segments again ({:.2}% of those it sent); nothing needed to saturate for the tail to be this long.",

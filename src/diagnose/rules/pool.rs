@@ -158,7 +158,7 @@ pub(super) fn pool_limit(c: &Ctx) -> Option<Finding> {
         .unwrap_or_default();
     let pool = match (phrase, kind) {
         (Some(p), _) => format!("{p}{now}"),
-        (None, ServerKind::Unknown) => {
+        (None, ServerKind::UNKNOWN) => {
             "its pool of threads, workers or connections (the thread pool's size, the workers' count, a connection pool's maximum)".into()
         }
         (None, k) => format!("{}'s pool of threads or workers", k.name()),

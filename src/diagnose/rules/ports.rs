@@ -180,7 +180,7 @@ pub(super) fn time_wait_connect_cost(c: &Ctx) -> Option<Finding> {
 /// How the front server keeps its upstream connections open, in its own words.
 fn reuse_upstream(c: &Ctx) -> String {
     match c.knob(Knob::UpstreamReuse) {
-        Some(k) if c.front_kind() == crate::run::ServerKind::Nginx => {
+        Some(k) if c.front_kind() == crate::kinds::nginx::KIND => {
             format!("{k}{}", c.now("keepalive"))
         }
         Some(k) => k,

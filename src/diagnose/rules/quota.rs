@@ -66,7 +66,7 @@ pub(super) fn cpu_quota(c: &Ctx) -> Option<Finding> {
     );
     let workers_fix = if workers > 1 && (workers as f64) > q.cores.ceil() {
         match c.front_kind() {
-            crate::run::ServerKind::Nginx => format!(
+            crate::kinds::nginx::KIND => format!(
                 "; with {workers} workers on {:.2} cores, `worker_processes {}` wastes less in switching",
                 q.cores,
                 q.cores.ceil().max(1.0)

@@ -2,7 +2,8 @@
 //! call (a log write to a slow pipe, a disk read, a lock) for a share of their time.
 
 use super::{fact, finding, ramp, Ctx, FindingId};
-use crate::run::{Finding, Kind, OffClass, OffWait, ServerKind};
+use crate::run::Counter;
+use crate::run::{Finding, Kind, OffClass, OffWait};
 
 /// Share of the front workers' time blocked (off CPU for a reason other than waiting
 /// for work or for a CPU) from which it is a bottleneck: a worker of an event-driven
@@ -42,7 +43,7 @@ pub(super) fn worker_blocked(c: &Ctx) -> Option<Finding> {
     // reads so that the event loop (the worker's main thread, tid = pid) does not — their
     // waits are the fix working, not the worker blocked. Only the main thread's long
     // waits count then.
-    if c.front_kind() == ServerKind::Nginx && threads as usize > pids.len() {
+    if c.front_kind() == crate::kinds::nginx::KIND && threads as usize > pids.len() {
         let main_ms: f64 = off
             .stalls
             .iter()
@@ -103,7 +104,7 @@ fn fix_for(c: &Ctx, w: &OffWait) -> String {
         .syscall
         .as_deref()
         .is_some_and(|s| s.starts_with("write") || s.starts_with("pwrite"));
-    let nginx = c.front_kind() == ServerKind::Nginx;
+    let nginx = c.front_kind() == crate::kinds::nginx::KIND;
     let log = c
         .directive("access_log")
         .iter()
@@ -135,7 +136,7 @@ pub(super) const SEEN_BLOCKED: &str = "samples with a worker stopped or in disk 
 pub(super) fn event_loop_stall(c: &Ctx) -> Option<Finding> {
     let r = &c.run.results;
     // Listen-queue drops and retransmissions also make slow requests; not a stall.
-    if c.counter("TcpExt.ListenOverflows") > 0 || r.errors.timeout > 0 {
+    if c.counter(Counter::ListenOverflows) > 0 || r.errors.timeout > 0 {
         return None;
     }
     // A worker out of fds or connections stops accepting while it serves what it
@@ -264,7 +265,7 @@ const GAP_MIN_TYPICAL: u64 = 20;
 pub(super) fn server_stalled(c: &Ctx) -> Option<Finding> {
     let r = &c.run.results;
     // The start (connections opening) and the end (a partial slice) are left out.
-    if r.slices.len() < 12 || c.counter("TcpExt.ListenOverflows") > 0 || r.errors.timeout > 0 {
+    if r.slices.len() < 12 || c.counter(Counter::ListenOverflows) > 0 || r.errors.timeout > 0 {
         return None;
     }
     if (r.errors.read + r.errors.connect) as f64 > 0.01 * r.responses.max(1) as f64 {

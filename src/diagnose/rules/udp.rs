@@ -13,6 +13,7 @@
 
 use super::{fact, finding, ramp, Ctx, FindingId};
 use crate::diagnose::kinds::Knob;
+use crate::run::Counter;
 use crate::run::{Finding, Kind, UdpWindow};
 
 /// Drops below this share of the datagrams received are not worth a finding: QUIC
@@ -74,9 +75,9 @@ pub(super) fn udp_receive_buffer_drops(c: &Ctx) -> Option<Finding> {
         ),
         );
     f.evidence = vec![
-        fact("Udp.RcvbufErrors", total.rcvbuf_errors as f64, "datagrams"),
-        fact("Udp.InDatagrams", total.in_datagrams as f64, "datagrams"),
-        fact("Udp.InErrors", total.in_errors as f64, "datagrams"),
+        Counter::UdpRcvbufErrors.fact(total.rcvbuf_errors as f64),
+        Counter::UdpInDatagrams.fact(total.in_datagrams as f64),
+        Counter::UdpInErrors.fact(total.in_errors as f64),
         fact("datagrams dropped", share * 100.0, "%"),
     ];
     if let Some(s) = sock {
@@ -333,11 +334,11 @@ mod tests {
     fn the_fix_is_in_the_servers_words() {
         let mut run = with_udp(100_000, 40_000);
         for p in &mut run.evidence.as_mut().unwrap().topology.processes {
-            p.kind = crate::run::ServerKind::Caddy;
+            p.kind = crate::kinds::caddy::KIND;
         }
         assert!(drops(&run).unwrap().fix.contains("quic-go"));
         for p in &mut run.evidence.as_mut().unwrap().topology.processes {
-            p.kind = crate::run::ServerKind::Nginx;
+            p.kind = crate::kinds::nginx::KIND;
         }
         assert!(drops(&run).unwrap().fix.contains("rcvbuf="));
     }

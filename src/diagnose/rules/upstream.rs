@@ -1,7 +1,7 @@
 //! Upstreams behind a proxy (php-fpm, a backend) as the limit.
 
 use super::{fact, finding, logged, ramp, Ctx, FindingId};
-use crate::run::{Finding, Kind, Role, ServerKind};
+use crate::run::{Finding, Kind, Role};
 
 /// An upstream behind the front (php-fpm, a backend) is the limit when requests wait
 /// in its accept queue (TCP or unix, e.g. php-fpm's socket) and either the front fails
@@ -52,7 +52,7 @@ pub(super) fn upstream_saturated(c: &Ctx) -> Option<Finding> {
         e.topology
             .processes
             .iter()
-            .find(|p| p.kind == ServerKind::PhpFpm)
+            .find(|p| p.kind == crate::kinds::php_fpm::KIND)
             .map(|p| p.comm.clone())
     });
     let workers = ups.iter().filter(|p| p.role == Role::Worker).count();
@@ -140,11 +140,11 @@ pub(super) fn upstream_saturated(c: &Ctx) -> Option<Finding> {
         f.evidence.push(fact);
         f.explanation.push_str(&quote);
     }
-    let php = c.upstream_kind() == ServerKind::PhpFpm
+    let php = c.upstream_kind() == crate::kinds::php_fpm::KIND
         || e.topology
             .processes
             .iter()
-            .any(|p| p.kind == ServerKind::PhpFpm);
+            .any(|p| p.kind == crate::kinds::php_fpm::KIND);
     f.fix = if php || max_children.is_some() {
         // "server reached pm.max_children setting (5), consider raising it"
         let now = c

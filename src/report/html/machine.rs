@@ -185,19 +185,19 @@ pub(super) fn machine(o: &mut String, run: &Run) {
 /// series), labelled as the terminal labels them; a list of every counter's change below.
 pub(super) fn tcp_counters(o: &mut String, run: &Run) {
     let Some(e) = &run.evidence else { return };
-    let moved = |opens: bool| -> Vec<&(&str, &str)> {
+    let moved = |opens: bool| -> Vec<&(crate::run::Counter, &str)> {
         super::super::during::TCP_SHOWN
             .iter()
-            .filter(|(k, _)| k.ends_with("Opens") == opens)
-            .filter(|(k, _)| e.window.counters.get(*k).is_some_and(|d| *d > 0))
-            .filter(|(k, _)| e.samples.iter().any(|s| s.tcp_per_s.contains_key(*k)))
+            .filter(|(k, _)| k.key().ends_with("Opens") == opens)
+            .filter(|(k, _)| e.window.counters.get(k.key()).is_some_and(|d| *d > 0))
+            .filter(|(k, _)| e.samples.iter().any(|s| s.tcp_per_s.contains_key(k.key())))
             .take(8)
             .collect()
     };
     const COLORS: [&str; 8] = [
         "#c0392b", "#e69f00", "#009e73", "#cc79a7", "#56b4e9", "#d55e00", "#0072b2", "#000",
     ];
-    let series = |shown: Vec<&(&'static str, &'static str)>| -> Vec<Series<'static>> {
+    let series = |shown: Vec<&(crate::run::Counter, &'static str)>| -> Vec<Series<'static>> {
         shown
             .iter()
             .enumerate()
@@ -207,7 +207,7 @@ pub(super) fn tcp_counters(o: &mut String, run: &Run) {
                 points: e
                     .samples
                     .iter()
-                    .filter_map(|s| Some((s.t_s, *s.tcp_per_s.get(*k)?)))
+                    .filter_map(|s| Some((s.t_s, *s.tcp_per_s.get(k.key())?)))
                     .collect(),
             })
             .collect()
