@@ -1172,21 +1172,38 @@ fn fd_limit(nofile: u64) {
     );
     assert_eq!(worker_fds(&after, "fd_limit"), 8192);
     // Fixed, no connection fails for want of a descriptor (nginx answers 500 when
-    // open() gets EMFILE). A timeout after the fix is the host's: the worker accepts
-    // one connection a loop, and beside two compilers the 384 connections of nofile=128
-    // waited up to 1 s in its accept queue at the start (latency rising 0 → 1 s over the
-    // first second, 118 timeouts, no error logged): said, not failed, on a busy host.
-    assert_eq!(after["results"]["non_2xx_3xx"], 0);
-    match outside_load(&after) {
-        Some(busy) if errors(&after) > 0 => eprintln!(
-            "fd-limit: {} timeouts after the fix beside the host's load ({busy})",
-            errors(&after)
-        ),
-        _ => assert_eq!(errors(&after), 0),
-    }
+    // open() gets EMFILE, resets what it cannot take) and every connection was held.
+    held_or_timed_out("fd-limit", &after, (3 * nofile).max(200));
     // nginx said so in its error log, and stopped saying it once fixed.
     assert!(logged(&before, "too-many-open-files") > 0);
     assert_eq!(logged(&after, "too-many-open-files"), 0);
+}
+
+/// After a connection-limit fix (fd-limit, worker-connections): no request failed for
+/// want of a descriptor or a connection slot — no 5xx, no reset, no refused connect —
+/// and every one of the `conns` connections was held by the worker, or was still
+/// waiting in its accept queue when its request timed out. Timeouts are time, not the
+/// fault's events: the worker accepts one connection a loop, and the 3 × N connections
+/// opening at once waited up to 1 s at the start (fresh-clone CI on a quiet host: 73
+/// timeouts of 384 at nofile=128, 32 of 288 at worker_connections=96; no error logged):
+/// said, never a failure.
+fn held_or_timed_out(name: &str, after: &Value, conns: u64) {
+    assert_eq!(after["results"]["non_2xx_3xx"], 0);
+    let timeouts = after["results"]["errors"]["timeout"].as_u64().unwrap();
+    assert_eq!(
+        errors(after) - timeouts,
+        0,
+        "{name}: {}",
+        after["results"]["errors"]
+    );
+    if timeouts > 0 {
+        eprintln!("{name}: {timeouts} requests timed out after the fix, waiting to be accepted");
+    }
+    assert!(
+        worker_fds(after, "fds_max") + timeouts > conns,
+        "{name}: all {conns} connections held: {} fds, {timeouts} timeouts",
+        worker_fds(after, "fds_max"),
+    );
 }
 
 #[test]
@@ -1212,25 +1229,7 @@ fn worker_connections(n: u64) {
     // nginx closes connections to reuse them ("worker_connections are not enough").
     assert!(errors(&before) > 0);
     assert!(worker_fds(&before, "fds_max") <= n + 16);
-    // As fd-limit's: a timeout after the fix is the host's slow accepts (31 of 288
-    // connections at worker_connections=96 beside a compiler), said on a busy host.
-    assert_eq!(after["results"]["non_2xx_3xx"], 0);
-    match outside_load(&after) {
-        Some(busy) if errors(&after) > 0 => eprintln!(
-            "worker-connections: {} timeouts after the fix beside the host's load ({busy})",
-            errors(&after)
-        ),
-        _ => assert_eq!(errors(&after), 0),
-    }
-    // Every connection held, or (beside the host's load) still waiting to be accepted
-    // when its request timed out.
-    let conns = (3 * n).max(200);
-    assert!(
-        worker_fds(&after, "fds_max") + errors(&after) > conns,
-        "all {conns} connections held: {} fds, {} timeouts",
-        worker_fds(&after, "fds_max"),
-        errors(&after)
-    );
+    held_or_timed_out("worker-connections", &after, (3 * n).max(200));
     assert!(logged(&before, "worker-connections-not-enough") > 0);
     assert_eq!(logged(&after, "worker-connections-not-enough"), 0);
 }
