@@ -9,7 +9,7 @@ mod common;
 
 use std::collections::{HashMap, HashSet};
 
-use common::{loadlens, run_json, status_codes, u, Caddy, CaddyLine};
+use common::{assert_ok, loadlens, run_json, status_codes, u, Caddy, CaddyLine};
 
 fn assert_no_errors(run: &serde_json::Value) {
     assert_eq!(
@@ -179,11 +179,7 @@ fn connreqs_1_sends_0rtt_requests_caddy_accepts() {
         .arg(&page)
         .output()
         .unwrap();
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    assert_ok(&out);
     let html = std::fs::read_to_string(&page).unwrap();
     let section = html
         .split("<h2>HTTP/3 (QUIC)</h2>")
@@ -342,11 +338,7 @@ fn two_segments_over_http3_merge_exactly() {
                 .arg(&f)
                 .output()
                 .unwrap();
-            assert!(
-                out.status.success(),
-                "{}",
-                String::from_utf8_lossy(&out.stderr)
-            );
+            assert_ok(&out);
             f
         })
         .collect();
@@ -358,11 +350,7 @@ fn two_segments_over_http3_merge_exactly() {
         .arg(&merged)
         .output()
         .unwrap();
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    assert_ok(&out);
     let m: serde_json::Value =
         serde_json::from_str(&std::fs::read_to_string(&merged).unwrap()).unwrap();
     let log = caddy.log();
@@ -502,11 +490,7 @@ fn a_run_over_tcp_notes_the_http3_caddy_offers() {
             .output()
             .unwrap();
         let text = String::from_utf8_lossy(&out.stdout);
-        assert!(
-            out.status.success(),
-            "{}",
-            String::from_utf8_lossy(&out.stderr)
-        );
+        assert_ok(&out);
         let run: serde_json::Value =
             serde_json::from_str(&std::fs::read_to_string(&json).unwrap()).unwrap();
         // Caddy answers over TCP with `Alt-Svc: h3=":PORT"`, its own port.
