@@ -217,6 +217,15 @@ fn body_after_head(nagle: &Finding) -> bool {
         .any(|e| e.name == http::BODY_AFTER_HEAD && e.value > 0.0)
 }
 
+/// Workers blocked in a call that were event loops, each holding every connection it
+/// serves (not a pool's threads, one request each): the block is a limit of its own.
+fn event_loop_blocked(blocked: &Finding) -> bool {
+    !blocked
+        .evidence
+        .iter()
+        .any(|e| e.name == stalls::ONE_REQUEST_PER_THREAD)
+}
+
 /// A stall whose samples caught a worker stopped or in disk wait was a worker blocked,
 /// whatever else the machine did meanwhile.
 fn worker_seen_blocked(stall: &Finding) -> bool {

@@ -15,6 +15,11 @@ const BLOCKED_SHARE: f64 = 0.10;
 /// saw blocked, not waiting for a CPU.
 pub(super) const BLOCKED_STALLS: &str = "worker stalls ≥ 10 ms blocked in a call (off-CPU)";
 
+/// The evidence saying the front serves one request per thread (or process) of a pool
+/// (Apache's MaxRequestWorkers, a servlet container's maxThreads): a thread blocked in a
+/// call holds only its own request, not every connection of an event loop.
+pub(super) const ONE_REQUEST_PER_THREAD: &str = "requests a blocked thread holds (a pool's thread)";
+
 /// Front workers blocked in a call for a share of their time: what they blocked in
 /// (the call, the file, the kernel function), how often and how long, and the fix that
 /// follows from it.
@@ -82,8 +87,20 @@ pub(super) fn worker_blocked(c: &Ctx) -> Option<Finding> {
         fact("longest", top.max_ms, "ms"),
         fact("of them ≥ 10 ms", long as f64, "waits"),
     ];
+    // A server of request pools (its concurrency knob is a pool: Apache, a servlet
+    // container) serves one request per thread: a blocked thread holds only its own.
+    let pooled = crate::diagnose::kinds::knob(c.front_kind(), crate::kinds::Knob::Pool).is_some();
+    if pooled {
+        f.evidence
+            .push(fact(ONE_REQUEST_PER_THREAD, 1.0, "requests"));
+    }
+    let holds = if pooled {
+        "Each of this server's threads serves one request at a time: a thread waiting in a call holds its own request, and the time lengthens every request's stay in the pool."
+    } else {
+        "A worker of an event-driven server serves all its connections from one thread: while it waits in a call, every connection it holds waits too."
+    };
     f.explanation = format!(
-        "The workers left their CPU while they had work: {what}, {} times for {:.0} ms in all, the longest {:.0} ms. A worker of an event-driven server serves all its connections from one thread: while it waits in a call, every connection it holds waits too. ({})",
+        "The workers left their CPU while they had work: {what}, {} times for {:.0} ms in all, the longest {:.0} ms. {holds} ({})",
         top.count,
         top.total_ms,
         top.max_ms,
@@ -105,6 +122,11 @@ fn fix_for(c: &Ctx, w: &OffWait) -> String {
         .as_deref()
         .is_some_and(|s| s.starts_with("write") || s.starts_with("pwrite"));
     let nginx = c.front_kind() == crate::kinds::nginx::KIND;
+    let apache = c.front_kind() == crate::kinds::apache::KIND;
+    let maps = w
+        .syscall
+        .as_deref()
+        .is_some_and(|s| s.starts_with("mmap") || s.starts_with("munmap"));
     let log = c
         .directive("access_log")
         .iter()
@@ -122,6 +144,13 @@ fn fix_for(c: &Ctx, w: &OffWait) -> String {
             "buffer the log so the worker writes rarely and in large pieces (`access_log {file} combined buffer=64k flush=1s;`), or put {file} on a faster device"
         ),
         (Some(OffClass::Disk), false) if nginx => "read files off the worker: `aio threads;` (with `directio 4m;` for large files), and `open_file_cache max=10000;` for opens".to_string(),
+        // Apache maps every file it sends (`EnableMMAP On`, its default) and unmaps it
+        // after: the threads of a process take turns at its address-space lock (lab
+        // apache-workers, 2 × 64 threads: 37% of their time; with the fix 13.6k → 16.5k/s).
+        (Some(OffClass::Lock), _) if apache && maps => format!(
+            "Apache maps each file it sends and unmaps it after, and the threads of a process take turns at its address-space lock to do it: `EnableMMAP Off` with `EnableSendfile On`{}",
+            c.directive("EnableMMAP").first().map(|v| format!(" (now `EnableMMAP {v}`)")).unwrap_or_else(|| " (`EnableMMAP` is On unless set)".into())
+        ),
         (Some(OffClass::Lock), _) => "a lock held by another thread or process: find the holder (`perf lock contention`, the off-CPU stacks of the others)".to_string(),
         _ => "find what blocks the worker (the off-CPU stacks above; `strace -T -p PID`) and move it off the event loop".to_string(),
     }
@@ -392,6 +421,52 @@ pub(super) fn server_stalled(c: &Ctx) -> Option<Finding> {
 #[cfg(test)]
 mod tests {
     use crate::diagnose::testutil::{fires, fixture};
+
+    /// Apache at MaxRequestWorkers 16 with 100 connections (`lab run apache-workers
+    /// --param threads=16`): its threads waited 38% of their time for the mmap lock. A
+    /// pool's thread holds one request: the limit is the bottleneck and the block is
+    /// beneath it, however much the threads blocked (CI's run: worker-blocked first).
+    /// The same waits in an event loop's workers stand beside the limit.
+    #[test]
+    fn a_pools_blocked_threads_are_beneath_its_limit() {
+        use crate::run::Kind;
+        let run = fixture("apache-workers-16-before");
+        for scale in [1.0, 2.0] {
+            let mut run = run.clone();
+            let off = run.evidence.as_mut().unwrap().offcpu.as_mut().unwrap();
+            for p in &mut off.processes {
+                if let Some(ms) = p.ms.get_mut(&crate::run::OffClass::Lock) {
+                    *ms *= scale;
+                }
+            }
+            let found = crate::diagnose::diagnose(&run);
+            let ids: Vec<_> = found.iter().map(|f| (f.id.to_string(), f.kind)).collect();
+            assert_eq!(found[0].id, "connection-limit", "×{scale}: {ids:?}");
+            let blocked = found
+                .iter()
+                .find(|f| f.id == "worker-blocked")
+                .expect("fires");
+            assert_eq!(blocked.kind, Kind::Info, "×{scale}: {ids:?}");
+            assert_eq!(blocked.because_of.as_deref(), Some("connection-limit"));
+            assert!(blocked.explanation.contains("one request at a time"));
+            assert!(blocked.fix.contains("`EnableMMAP Off`"), "{}", blocked.fix);
+        }
+        // Event loops (HAProxy's threads, on the same processes) blocked as long: every
+        // connection a worker holds waits, a limit of its own beside the other.
+        let mut event_loop = run.clone();
+        for p in &mut event_loop.evidence.as_mut().unwrap().topology.processes {
+            if p.kind == crate::kinds::apache::KIND {
+                p.kind = crate::kinds::haproxy::KIND;
+            }
+        }
+        let found = crate::diagnose::diagnose(&event_loop);
+        let ids: Vec<_> = found.iter().map(|f| (f.id.to_string(), f.kind)).collect();
+        let blocked = found
+            .iter()
+            .find(|f| f.id == "worker-blocked")
+            .expect("fires");
+        assert_ne!(blocked.kind, Kind::Info, "{ids:?}");
+    }
 
     /// Slow requests from a worker at its fd limit, or from connections failing, are
     /// not a stopped event loop.

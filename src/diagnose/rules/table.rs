@@ -46,6 +46,7 @@ findings! {
             Fix: raise the pool (Tomcat `maxThreads`, `pm.max_children`, `MaxRequestWorkers`) while the CPUs have room, or make each request shorter.\n\
             Source: Little's law (L = λW); the issue's servlet container with 4 threads × 50 ms = 80/s.",
         tier: Tier::UpstreamIfNamed,
+        explains: &[POOL_THREADS_BLOCKED],
     }
     ListenQueueOverflow = "listen-queue-overflow" {
         check: accept::listen_queue_overflow,
@@ -358,6 +359,7 @@ findings! {
         long: "Mechanism: a server serves at most a configured number of connections or requests at once (an nginx worker: worker_connections, clients and upstreams together; Apache: MaxRequestWorkers threads; HAProxy: maxconn); past it the server stops accepting, logs it (\"worker_connections are not enough\", \"server reached MaxRequestWorkers setting\"), and new connections wait in the accept queue or are dropped.\n\
             Confirm: `ls /proc/WORKER/fd | wc -l` vs `nginx -T | grep worker_connections`; Apache's error log; `ss -ltn` Recv-Q at the backlog.\n\
             Fix: raise the limit (worker_connections with worker_rlimit_nofile; MaxRequestWorkers with ServerLimit × ThreadsPerChild; maxconn).",
+        explains: &[POOL_THREADS_BLOCKED],
     }
     UdpReceiveBufferDrops = "udp-receive-buffer-drops" {
         check: udp::udp_receive_buffer_drops,
@@ -493,3 +495,15 @@ findings! {
             Source: reverse-proxy-throughput-halved.zh.txt (readv of 4096 bytes).",
     }
 }
+
+/// A pool at its limit (Apache's MaxRequestWorkers, a servlet container's threads)
+/// whose threads were also seen blocked in a call: each thread holds one request, so the
+/// block lengthens each request's time in the pool, and the limit is what held the
+/// rest waiting (CI, tests/lab.rs apache-workers at 16 threads: the threads 40–50% in
+/// the mmap lock, worker-blocked chosen over connection-limit). An event loop's block
+/// (every connection it holds waits) stands beside the limit.
+const POOL_THREADS_BLOCKED: Explains = Explains {
+    consequence: FindingId::WorkerBlocked,
+    why: "each of the pool's threads serves one request: a blocked thread holds only its own, and the requests waiting for a free thread waited for the limit named above",
+    unless: Some(super::event_loop_blocked),
+};
