@@ -20,6 +20,8 @@ want prlimit util-linux
 # The remote watch's test (tests/remote.rs) starts its own sshd and ssh.
 [ "$what" = test ] && want ssh openssh-client
 [ "$what" = test ] && { [ -x /usr/sbin/sshd ] || need+=(openssh-server); }
+# mold links the test binaries faster (the Makefile uses it when present).
+[ "$what" = test ] && want mold mold
 # The JUnit file is validated against its schema (tests/ci.rs).
 [ "$what" = test ] && want xmllint libxml2-utils
 # A JVM upstream (tests/upstream.rs: its IPv4-mapped listener).
