@@ -406,6 +406,10 @@ pub(super) fn new_connection_cost(c: &Ctx) -> Option<Finding> {
     Some(f)
 }
 
+/// The evidence saying the server, not the load, ended the connections after a few
+/// requests (the load kept them alive).
+pub(super) const SERVER_CLOSED: &str = "the server closed kept-alive connections";
+
 /// The client kept its connections alive, yet the server closed them after a few
 /// requests each: the server's keep-alive policy made every request pay for a
 /// connection (nginx `keepalive_timeout 0`, `keepalive_requests 1`; Apache `KeepAlive
@@ -424,6 +428,7 @@ fn server_closes_connections(c: &Ctx, opens: u64, per_conn: f64) -> Option<Findi
             "connections",
         ),
         fact("requests per connection", per_conn, "requests"),
+        fact(SERVER_CLOSED, 1.0, "yes"),
     ];
     f.explanation = "loadlens kept every connection open for the next request (keep-alive), but the server ended it after a few responses, so each request paid for a handshake, an accept, socket set-up and teardown — more than serving a small response — and the server's side keeps a TIME_WAIT entry for each.".into();
     // nginx's other keep-alive limit, when it is set (its default is 1000).

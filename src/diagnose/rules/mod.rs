@@ -217,6 +217,12 @@ fn body_after_head(nagle: &Finding) -> bool {
         .any(|e| e.name == http::BODY_AFTER_HEAD && e.value > 0.0)
 }
 
+/// Few requests per connection by the load's own choice (`--connreqs`), not because the
+/// server closed kept-alive connections.
+fn client_chose_few_requests(f: &Finding) -> bool {
+    !f.evidence.iter().any(|e| e.name == cpu::SERVER_CLOSED)
+}
+
 /// Workers blocked in a call that were event loops, each holding every connection it
 /// serves (not a pool's threads, one request each): the block is a limit of its own.
 fn event_loop_blocked(blocked: &Finding) -> bool {

@@ -422,52 +422,6 @@ pub(super) fn server_stalled(c: &Ctx) -> Option<Finding> {
 mod tests {
     use crate::diagnose::testutil::{fires, fixture};
 
-    /// Apache at MaxRequestWorkers 16 with 100 connections (`lab run apache-workers
-    /// --param threads=16`): its threads waited 38% of their time for the mmap lock. A
-    /// pool's thread holds one request: the limit is the bottleneck and the block is
-    /// beneath it, however much the threads blocked (CI's run: worker-blocked first).
-    /// The same waits in an event loop's workers stand beside the limit.
-    #[test]
-    fn a_pools_blocked_threads_are_beneath_its_limit() {
-        use crate::run::Kind;
-        let run = fixture("apache-workers-16-before");
-        for scale in [1.0, 2.0] {
-            let mut run = run.clone();
-            let off = run.evidence.as_mut().unwrap().offcpu.as_mut().unwrap();
-            for p in &mut off.processes {
-                if let Some(ms) = p.ms.get_mut(&crate::run::OffClass::Lock) {
-                    *ms *= scale;
-                }
-            }
-            let found = crate::diagnose::diagnose(&run);
-            let ids: Vec<_> = found.iter().map(|f| (f.id.to_string(), f.kind)).collect();
-            assert_eq!(found[0].id, "connection-limit", "×{scale}: {ids:?}");
-            let blocked = found
-                .iter()
-                .find(|f| f.id == "worker-blocked")
-                .expect("fires");
-            assert_eq!(blocked.kind, Kind::Info, "×{scale}: {ids:?}");
-            assert_eq!(blocked.because_of.as_deref(), Some("connection-limit"));
-            assert!(blocked.explanation.contains("one request at a time"));
-            assert!(blocked.fix.contains("`EnableMMAP Off`"), "{}", blocked.fix);
-        }
-        // Event loops (HAProxy's threads, on the same processes) blocked as long: every
-        // connection a worker holds waits, a limit of its own beside the other.
-        let mut event_loop = run.clone();
-        for p in &mut event_loop.evidence.as_mut().unwrap().topology.processes {
-            if p.kind == crate::kinds::apache::KIND {
-                p.kind = crate::kinds::haproxy::KIND;
-            }
-        }
-        let found = crate::diagnose::diagnose(&event_loop);
-        let ids: Vec<_> = found.iter().map(|f| (f.id.to_string(), f.kind)).collect();
-        let blocked = found
-            .iter()
-            .find(|f| f.id == "worker-blocked")
-            .expect("fires");
-        assert_ne!(blocked.kind, Kind::Info, "{ids:?}");
-    }
-
     /// Slow requests from a worker at its fd limit, or from connections failing, are
     /// not a stopped event loop.
     #[test]

@@ -359,7 +359,18 @@ findings! {
         long: "Mechanism: a server serves at most a configured number of connections or requests at once (an nginx worker: worker_connections, clients and upstreams together; Apache: MaxRequestWorkers threads; HAProxy: maxconn); past it the server stops accepting, logs it (\"worker_connections are not enough\", \"server reached MaxRequestWorkers setting\"), and new connections wait in the accept queue or are dropped.\n\
             Confirm: `ls /proc/WORKER/fd | wc -l` vs `nginx -T | grep worker_connections`; Apache's error log; `ss -ltn` Recv-Q at the backlog.\n\
             Fix: raise the limit (worker_connections with worker_rlimit_nofile; MaxRequestWorkers with ServerLimit × ThreadsPerChild; maxconn).",
-        explains: &[POOL_THREADS_BLOCKED],
+        explains: &[
+            POOL_THREADS_BLOCKED,
+            // At its limit a server makes room by closing kept-alive connections (Apache's
+            // event MPM past MaxRequestWorkers' share; nginx's idle keep-alive connections
+            // at worker_connections): lab apache-workers at 16 threads, 2.5 requests per
+            // connection before the fix, none closed after it.
+            Explains {
+                consequence: FindingId::NewConnectionCost,
+                why: "at its limit the server closed kept-alive connections to make room for the waiting ones, and each reconnection paid for its set-up",
+                unless: Some(super::client_chose_few_requests),
+            },
+        ],
     }
     UdpReceiveBufferDrops = "udp-receive-buffer-drops" {
         check: udp::udp_receive_buffer_drops,
