@@ -47,35 +47,11 @@ fn lab_once(name: &str, params: &[&str]) -> Option<(Value, Value)> {
         return None;
     }
     let _guard = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
-    let dir = tempfile::tempdir().unwrap();
-    let mut cmd = common::loadlens();
-    cmd.args([
-        "lab",
-        "run",
-        name,
-        "--fix",
-        "-q",
-        "-d",
-        "3s",
-        "--no-profile",
-    ])
-    .arg("--json-dir")
-    .arg(dir.path());
+    let mut flags = vec!["--no-profile"];
     for p in params {
-        cmd.args(["--param", p]);
+        flags.extend(["--param", p]);
     }
-    let out = cmd.output().unwrap();
-    assert!(
-        out.status.success(),
-        "lab run {name} {params:?} failed:\n{}\n{}",
-        String::from_utf8_lossy(&out.stdout),
-        String::from_utf8_lossy(&out.stderr)
-    );
-    let read = |w: &str| -> Value {
-        let p = dir.path().join(format!("{name}-{w}.json"));
-        serde_json::from_str(&std::fs::read_to_string(p).unwrap()).unwrap()
-    };
-    Some((read("before"), read("after")))
+    Some(common::lab_pair(name, "3s", &flags))
 }
 
 fn findings(run: &Value) -> &Vec<Value> {

@@ -93,34 +93,7 @@ fn lab(name: &str, param: &str) -> Option<(Value, Value)> {
 
 fn lab_once(name: &str, param: &str) -> (Value, Value) {
     let _guard = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
-    let dir = tempfile::tempdir().unwrap();
-    let out = common::loadlens()
-        .args([
-            "lab",
-            "run",
-            name,
-            "--fix",
-            "-q",
-            "-d",
-            "3s",
-            "--no-profile",
-        ])
-        .args(["--param", param])
-        .arg("--json-dir")
-        .arg(dir.path())
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "lab run {name} {param} failed:\n{}\n{}",
-        String::from_utf8_lossy(&out.stdout),
-        String::from_utf8_lossy(&out.stderr)
-    );
-    let read = |w: &str| -> Value {
-        let p = dir.path().join(format!("{name}-{w}.json"));
-        serde_json::from_str(&std::fs::read_to_string(p).unwrap()).unwrap()
-    };
-    (read("before"), read("after"))
+    common::lab_pair(name, "3s", &["--no-profile", "--param", param])
 }
 
 /// The scenario's own check that its fix helped: its key moved by its margin.

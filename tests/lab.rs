@@ -10,49 +10,10 @@ mod common;
 use std::process::Command;
 use std::sync::Mutex;
 
+use common::lab::{lab_namespaces, lab_processes};
 use serde_json::Value;
 
 static SERIAL: Mutex<()> = Mutex::new(());
-
-/// Host sysctls a lab run must never touch.
-const HOST_SYSCTLS: &[&str] = &[
-    "net/core/somaxconn",
-    "net/ipv4/ip_local_port_range",
-    "net/ipv4/tcp_tw_reuse",
-    "net/ipv4/tcp_syncookies",
-];
-
-fn host_sysctls() -> Vec<String> {
-    HOST_SYSCTLS
-        .iter()
-        .map(|k| std::fs::read_to_string(format!("/proc/sys/{k}")).unwrap())
-        .collect()
-}
-
-/// The namespaces of the lab run with process id `pid` (`ll-<pid>-…`): scoped, so a
-/// lab run elsewhere on the machine does not fail this test.
-fn lab_namespaces(pid: u32) -> Vec<String> {
-    let prefix = format!("ll-{pid}-");
-    let out = Command::new("ip").args(["netns", "list"]).output().unwrap();
-    String::from_utf8_lossy(&out.stdout)
-        .lines()
-        .filter_map(|l| l.split_whitespace().next())
-        .filter(|n| n.starts_with(&prefix))
-        .map(String::from)
-        .collect()
-}
-
-/// The processes left by the lab run `pid` (their command lines name its directory).
-fn lab_processes(pid: u32) -> Vec<String> {
-    let out = Command::new("pgrep")
-        .args(["-af", &format!("loadlens-lab-{pid}-")])
-        .output()
-        .unwrap();
-    String::from_utf8_lossy(&out.stdout)
-        .lines()
-        .map(String::from)
-        .collect()
-}
 
 /// The finding each scenario's fault must produce (issue: diagnose).
 fn expected(name: &str) -> &'static str {
@@ -391,51 +352,8 @@ fn lab_runs(name: &str, duration: &str, flags: &[&str]) -> (Value, Value) {
             started.elapsed().as_secs_f64()
         )
     });
-    let sysctls = host_sysctls();
-    let dir = tempfile::tempdir().unwrap();
-    let child = common::loadlens()
-        .args([
-            "lab",
-            "run",
-            name,
-            "--fix",
-            "-q",
-            "-d",
-            duration,
-            "--json-dir",
-        ])
-        .arg(dir.path())
-        .args(flags)
-        .stdout(std::process::Stdio::piped())
-        .stderr(std::process::Stdio::piped())
-        .spawn()
-        .unwrap();
-    let pid = child.id();
-    let out = child.wait_with_output().unwrap();
-    let stdout = String::from_utf8_lossy(&out.stdout);
-    assert!(
-        out.status.success(),
-        "lab run {name} failed:\n{stdout}\n{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    assert!(stdout.contains("after fix"), "{stdout}");
-    // Nothing left behind, nothing changed on the host.
-    assert_eq!(
-        lab_namespaces(pid),
-        Vec::<String>::new(),
-        "namespaces left by {name}"
-    );
-    assert_eq!(
-        lab_processes(pid),
-        Vec::<String>::new(),
-        "processes left by {name}"
-    );
-    assert_eq!(host_sysctls(), sysctls, "host sysctls changed by {name}");
-    let read = |w: &str| -> Value {
-        let p = dir.path().join(format!("{name}-{w}.json"));
-        serde_json::from_str(&std::fs::read_to_string(p).unwrap()).unwrap()
-    };
-    let (before, after) = (read("before"), read("after"));
+    let lab = common::lab_run(name, duration, flags);
+    let (before, after, dir) = (lab.before, lab.after, lab.dir);
     // The lab profiles the server by default and draws its flame graph: a whole SVG
     // with the busiest worker's top function in it.
     let top = &before["evidence"]["profile"]["top"];

@@ -164,36 +164,12 @@ fn with_room_in_the_buffer_the_same_flood_is_not_dropped() {
 /// and what quic-go asks for after (Caddy restarted with the cap raised). Returns the
 /// Runs before and after.
 fn lab_h3(kib: u32) -> (Value, Value) {
-    let dir = tempfile::tempdir().unwrap();
     let param = format!("rcvbuf_kib={kib}");
-    let out = common::loadlens()
-        .args([
-            "lab",
-            "run",
-            "udp-receive-buffer",
-            "--fix",
-            "-q",
-            "-d",
-            "3s",
-            "--no-profile",
-            "--param",
-            &param,
-            "--json-dir",
-        ])
-        .arg(dir.path())
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "lab run udp-receive-buffer --param {param} failed:\n{}\n{}",
-        String::from_utf8_lossy(&out.stdout),
-        String::from_utf8_lossy(&out.stderr)
-    );
-    let read = |w: &str| -> Value {
-        let p = dir.path().join(format!("udp-receive-buffer-{w}.json"));
-        serde_json::from_str(&std::fs::read_to_string(p).unwrap()).unwrap()
-    };
-    (read("before"), read("after"))
+    common::lab_pair(
+        "udp-receive-buffer",
+        "3s",
+        &["--no-profile", "--param", &param],
+    )
 }
 
 fn quic_socket(run: &Value) -> &Value {

@@ -1,8 +1,9 @@
 //! docs/findings.md, generated from the code's own tables: the table of findings in the
 //! order the rules run (`rules/table.rs`: each finding's texts and check), the evidence
-//! each rule cites and the knobs its fix names (read from the rule's source, below), and
-//! what each server kind calls those knobs (`kinds`). `tests/docs_current.rs` fails when the
-//! committed page differs; `UPDATE_DOCS=1 cargo test --test docs_current` rewrites it.
+//! each rule cites and the knobs its fix names (read from the rule's source, the file its
+//! row's check names: `FindingId::check_source`), and what each server kind calls those
+//! knobs (`kinds`). `tests/docs_current.rs` fails when the committed page differs;
+//! `UPDATE_DOCS=1 cargo test --test docs_current` rewrites it.
 //!
 //! The evidence names and knobs are read from the rules' source text because they are
 //! built inside each rule (`Counter::ListenOverflows.fact(…)`, `fact("rtt", …)`, `c.knob(Knob::Backlog)`):
@@ -13,27 +14,6 @@ use std::fmt::Write;
 use super::kinds::{self, Knob};
 use super::rules::ROWS;
 use crate::run::ServerKind;
-
-/// The rule files' source, by module name (as `check: module::function` in a row).
-const SOURCES: &[(&str, &str)] = &[
-    ("accept", include_str!("rules/accept.rs")),
-    ("buffers", include_str!("rules/buffers.rs")),
-    ("client", include_str!("rules/client.rs")),
-    ("conntrack", include_str!("rules/conntrack.rs")),
-    ("cpu", include_str!("rules/cpu.rs")),
-    ("http", include_str!("rules/http.rs")),
-    ("limits", include_str!("rules/limits.rs")),
-    ("network", include_str!("rules/network.rs")),
-    ("ports", include_str!("rules/ports.rs")),
-    ("pool", include_str!("rules/pool.rs")),
-    ("profile", include_str!("rules/profile.rs")),
-    ("quota", include_str!("rules/quota.rs")),
-    ("sockbuf", include_str!("rules/sockbuf.rs")),
-    ("stalls", include_str!("rules/stalls.rs")),
-    ("tails", include_str!("rules/tails.rs")),
-    ("udp", include_str!("rules/udp.rs")),
-    ("upstream", include_str!("rules/upstream.rs")),
-];
 
 /// Every knob (its variant's name, as the rules spell it, and a heading), in the order
 /// the page lists them.
@@ -71,13 +51,6 @@ fn counter_before(text: &str) -> Option<crate::run::Counter> {
         .find(|c| format!("{c:?}") == name)
 }
 
-fn source(module: &str) -> &'static str {
-    SOURCES
-        .iter()
-        .find(|(m, _)| *m == module)
-        .map_or("", |s| s.1)
-}
-
 fn ident(s: &str) -> &str {
     let end = s
         .find(|c: char| !(c.is_alphanumeric() || c == '_'))
@@ -101,10 +74,9 @@ fn calls(text: &str, name: &str) -> bool {
         .any(|(i, _)| !text[..i].ends_with(|c: char| c.is_alphanumeric() || c == '_'))
 }
 
-/// The function's text and that of the functions of the same file it calls (one level):
-/// a rule often builds its finding in a helper.
-fn rule_text(module: &str, function: &str) -> String {
-    let src = source(module);
+/// The function's text in its file's `src` and that of the functions of the same file it
+/// calls (one level): a rule often builds its finding in a helper.
+fn rule_text(src: &str, function: &str) -> String {
     let Some(own) = body(src, function) else {
         return String::new();
     };
@@ -140,8 +112,7 @@ fn literal(s: &str) -> String {
 /// The evidence names a rule cites: the names of its `fact(…)` calls (a literal, a
 /// `format!` whose placeholders are left as `{…}`, or a constant of the same file), and
 /// the error-log classes it quotes (`logged(c, "class")`).
-fn evidence(module: &str, text: &str) -> Vec<String> {
-    let src = source(module);
+fn evidence(src: &str, text: &str) -> Vec<String> {
     let mut names: Vec<String> = Vec::new();
     let mut add = |n: String| {
         if !n.is_empty() && !names.contains(&n) {
@@ -220,8 +191,8 @@ pub fn findings_markdown() -> String {
     md.push('\n');
     for r in ROWS {
         let _ = write!(md, "## {}\n\n{}.\n\n", r.id, capitalised(r.means));
-        let (module, function) = r.check_at;
-        let text = (module, rule_text(module, function));
+        let src = r.id.check_source();
+        let text = (src, rule_text(src, r.check_at.1));
         for part in r.long.split('\n') {
             let (label, rest) = part.split_once(": ").unwrap_or(("", part));
             match label {
@@ -291,8 +262,11 @@ mod tests {
     #[test]
     fn every_rule_has_its_texts_its_check_and_evidence() {
         for r in ROWS {
-            let (m, f) = r.check_at;
-            assert!(!rule_text(m, f).is_empty(), "{}", r.id);
+            assert!(
+                !rule_text(r.id.check_source(), r.check_at.1).is_empty(),
+                "{}",
+                r.id
+            );
         }
         let md = findings_markdown();
         assert!(

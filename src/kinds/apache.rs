@@ -6,7 +6,7 @@
 
 use std::path::{Path, PathBuf};
 
-use super::{arg_after, exe, Found, Server};
+use super::{arg_after, exe, Found, Knob, Knobs, Server, Wording};
 use crate::run::{KindInfo, ServerKind};
 
 pub struct Apache;
@@ -27,6 +27,38 @@ static INFO: KindInfo = KindInfo {
     executable: |n| matches!(n, "apache2" | "httpd" | "httpd2"),
     ignore_case: true,
 };
+
+/// What Apache calls each knob, for the fixes (`diagnose` asks through [`super::knob`]).
+fn knob(knob: Knob) -> Option<Wording> {
+    Some(match knob {
+        Knob::KeepAlive => (
+            "`KeepAlive On` with `MaxKeepAliveRequests 1000` and `KeepAliveTimeout 5`",
+            Some("KeepAlive"),
+        ),
+        Knob::Workers => (
+            "`ServerLimit` × `ThreadsPerChild` (the MPM's processes and threads)",
+            Some("ThreadsPerChild"),
+        ),
+        Knob::Connections => (
+            "`MaxRequestWorkers` (with `ServerLimit` × `ThreadsPerChild` at least as high)",
+            Some("MaxRequestWorkers"),
+        ),
+        Knob::Backlog => ("Apache's `ListenBacklog`", Some("ListenBacklog")),
+        Knob::OpenFiles => (
+            "`APACHE_ULIMIT_MAX_FILES` in /etc/apache2/envvars (or `LimitNOFILE=` in its unit)",
+            None,
+        ),
+        Knob::UpstreamReuse => ("`enablereuse=on` on the `ProxyPass` worker", None),
+        Knob::Pool => (
+            "`MaxRequestWorkers` (with `ServerLimit` × `ThreadsPerChild` at least as high)",
+            Some("MaxRequestWorkers"),
+        ),
+        Knob::Affinity | Knob::Reuseport | Knob::UdpBuffer => return None,
+    })
+}
+
+#[linkme::distributed_slice(super::KNOBS)]
+static KNOBS: Knobs = Knobs { kind: KIND, knob };
 
 #[linkme::distributed_slice(super::SERVERS)]
 static SERVER: &dyn Server = &Apache;

@@ -16,7 +16,7 @@
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
-use super::{arg_after, exe, Found, Knob, Server};
+use super::{arg_after, exe, Found, Knob, Knobs, Server, Wording};
 use crate::run::{KindInfo, ServerConfig, ServerKind};
 
 pub struct Caddy;
@@ -168,6 +168,22 @@ static INFO: KindInfo = KindInfo {
 #[linkme::distributed_slice(super::SERVERS)]
 static SERVER: &dyn Server = &Caddy;
 
+/// What Caddy calls each knob, for the fixes (`diagnose` asks through [`super::knob`]).
+fn knob(knob: Knob) -> Option<Wording> {
+    Some(match knob {
+        Knob::Workers => ("`GOMAXPROCS` in Caddy's environment (the Go threads running at once; every CPU by default)", None),
+        Knob::Backlog => ("the listen backlog Go reads from `net.core.somaxconn` when Caddy starts (raise the sysctl, then restart Caddy)", None),
+        Knob::OpenFiles => ("`LimitNOFILE=` in caddy.service", None),
+        Knob::KeepAlive => ("the `servers` global option's `timeouts { idle … }` (client keep-alive, 5m by default)", Some("idle")),
+        Knob::UpstreamReuse => ("`keepalive` and `keepalive_idle_conns` in `reverse_proxy`'s `transport http { … }`", Some("keepalive_idle_conns")),
+        Knob::UdpBuffer => ("Caddy's QUIC (quic-go) asks for a 7 MB receive buffer itself and gets at most `net.core.rmem_max`: Caddy has no directive for it, raise the sysctl and restart Caddy", None),
+        Knob::Connections | Knob::Affinity | Knob::Reuseport | Knob::Pool => return None,
+    })
+}
+
+#[linkme::distributed_slice(super::KNOBS)]
+static KNOBS: Knobs = Knobs { kind: KIND, knob };
+
 impl Server for Caddy {
     fn kind(&self) -> ServerKind {
         KIND
@@ -265,18 +281,6 @@ impl Server for Caddy {
         anyhow::bail!(
             "Caddy {pid} reloads through its admin API, not a signal (Caddy 2 ignores SIGUSR1 and SIGHUP): run `caddy reload --config FILE`"
         )
-    }
-
-    fn knob(&self, knob: Knob) -> Option<(&'static str, Option<&'static str>)> {
-        Some(match knob {
-            Knob::Workers => ("`GOMAXPROCS` in Caddy's environment (the Go threads running at once; every CPU by default)", None),
-            Knob::Backlog => ("the listen backlog Go reads from `net.core.somaxconn` when Caddy starts (raise the sysctl, then restart Caddy)", None),
-            Knob::OpenFiles => ("`LimitNOFILE=` in caddy.service", None),
-            Knob::KeepAlive => ("the `servers` global option's `timeouts { idle … }` (client keep-alive, 5m by default)", Some("idle")),
-            Knob::UpstreamReuse => ("`keepalive` and `keepalive_idle_conns` in `reverse_proxy`'s `transport http { … }`", Some("keepalive_idle_conns")),
-            Knob::UdpBuffer => ("Caddy's QUIC (quic-go) asks for a 7 MB receive buffer itself and gets at most `net.core.rmem_max`: Caddy has no directive for it, raise the sysctl and restart Caddy", None),
-            Knob::Connections | Knob::Affinity | Knob::Reuseport | Knob::Pool => return None,
-        })
     }
 
     fn reads_config(&self) -> bool {

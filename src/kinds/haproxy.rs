@@ -6,7 +6,7 @@
 
 use std::path::{Path, PathBuf};
 
-use super::{arg_after, exe, Found, Server};
+use super::{arg_after, exe, Found, Knob, Knobs, Server, Wording};
 use crate::run::{KindInfo, ServerKind};
 
 pub struct Haproxy;
@@ -44,6 +44,32 @@ static INFO: KindInfo = KindInfo {
     executable: |n| n.starts_with("haproxy"),
     ignore_case: false,
 };
+
+/// What HAProxy calls each knob, for the fixes (`diagnose` asks through [`super::knob`]).
+fn knob(knob: Knob) -> Option<Wording> {
+    Some(match knob {
+        Knob::KeepAlive => (
+            "`option http-keep-alive` with `timeout http-keep-alive`",
+            None,
+        ),
+        Knob::Workers => ("`nbthread` in the global section", Some("nbthread")),
+        Knob::Connections => (
+            "`maxconn` in the global section (and the frontend's)",
+            Some("maxconn"),
+        ),
+        Knob::Backlog => (
+            "`backlog` on the frontend (it follows the frontend's `maxconn`)",
+            Some("backlog"),
+        ),
+        Knob::OpenFiles => ("`ulimit-n` (HAProxy derives it from `maxconn`)", None),
+        Knob::Affinity => ("`cpu-map`", None),
+        Knob::UpstreamReuse => ("`http-reuse always` in the backend", None),
+        Knob::Reuseport | Knob::Pool | Knob::UdpBuffer => return None,
+    })
+}
+
+#[linkme::distributed_slice(super::KNOBS)]
+static KNOBS: Knobs = Knobs { kind: KIND, knob };
 
 #[linkme::distributed_slice(super::SERVERS)]
 static SERVER: &dyn Server = &Haproxy;

@@ -16,7 +16,7 @@
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
-use super::{arg_after, exe, Found, Knob, Server};
+use super::{arg_after, exe, Found, Knob, Knobs, Server, Wording};
 use crate::run::{KindInfo, ServerConfig, ServerKind};
 
 pub struct Lighttpd;
@@ -163,6 +163,24 @@ static INFO: KindInfo = KindInfo {
 #[linkme::distributed_slice(super::SERVERS)]
 static SERVER: &dyn Server = &Lighttpd;
 
+/// What lighttpd calls each knob, for the fixes (`diagnose` asks through [`super::knob`]).
+fn knob(knob: Knob) -> Option<Wording> {
+    Some(match knob {
+        Knob::Workers => ("`server.max-worker` (lighttpd's processes, each one event loop; one by default)", Some("server.max-worker")),
+        Knob::Connections => ("`server.max-connections` (with `server.max-fds` at least twice as high)", Some("server.max-connections")),
+        Knob::Backlog => ("`server.listen-backlog` (1024 by default, within `net.core.somaxconn`)", Some("server.listen-backlog")),
+        Knob::OpenFiles => ("`server.max-fds`", Some("server.max-fds")),
+        Knob::KeepAlive => ("`server.max-keep-alive-requests` and `server.max-keep-alive-idle`", Some("server.max-keep-alive-requests")),
+        Knob::Pool => ("`max-procs` of the backend in `fastcgi.server` (the FastCGI processes lighttpd spawns, each serving one request at a time)", Some("max-procs")),
+        Knob::Affinity | Knob::UpstreamReuse | Knob::Reuseport | Knob::UdpBuffer => {
+            return None
+        }
+    })
+}
+
+#[linkme::distributed_slice(super::KNOBS)]
+static KNOBS: Knobs = Knobs { kind: KIND, knob };
+
 impl Server for Lighttpd {
     fn kind(&self) -> ServerKind {
         KIND
@@ -290,20 +308,6 @@ impl Server for Lighttpd {
 
     fn reload_signal(&self, _pid: i32) -> anyhow::Result<i32> {
         Ok(libc::SIGUSR1)
-    }
-
-    fn knob(&self, knob: Knob) -> Option<(&'static str, Option<&'static str>)> {
-        Some(match knob {
-            Knob::Workers => ("`server.max-worker` (lighttpd's processes, each one event loop; one by default)", Some("server.max-worker")),
-            Knob::Connections => ("`server.max-connections` (with `server.max-fds` at least twice as high)", Some("server.max-connections")),
-            Knob::Backlog => ("`server.listen-backlog` (1024 by default, within `net.core.somaxconn`)", Some("server.listen-backlog")),
-            Knob::OpenFiles => ("`server.max-fds`", Some("server.max-fds")),
-            Knob::KeepAlive => ("`server.max-keep-alive-requests` and `server.max-keep-alive-idle`", Some("server.max-keep-alive-requests")),
-            Knob::Pool => ("`max-procs` of the backend in `fastcgi.server` (the FastCGI processes lighttpd spawns, each serving one request at a time)", Some("max-procs")),
-            Knob::Affinity | Knob::UpstreamReuse | Knob::Reuseport | Knob::UdpBuffer => {
-                return None
-            }
-        })
     }
 
     fn reads_config(&self) -> bool {
@@ -445,7 +449,7 @@ $HTTP["url"] =~ "^/app" {
             "{t}"
         );
         // The fixes name lighttpd's own directives.
-        let (phrase, setting) = Lighttpd.knob(Knob::Connections).unwrap();
+        let (phrase, setting) = knob(Knob::Connections).unwrap();
         assert!(phrase.contains("server.max-connections"));
         assert_eq!(setting, Some("server.max-connections"));
     }

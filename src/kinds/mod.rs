@@ -11,8 +11,8 @@
 //! to the master reloads; `-c`).
 
 // The registry: one line per server kind, each kind's file all there is of it (its
-// `KIND`, its `KindInfo` in `run::KINDS`, its `Server` in [`SERVERS`] when loadlens can
-// read or change its configuration).
+// `KIND`, its `KindInfo` in `run::KINDS`, what it calls its knobs in [`KNOBS`], its
+// `Server` in [`SERVERS`] when loadlens can read or change its configuration).
 pub mod apache;
 pub mod caddy;
 pub mod envoy;
@@ -55,6 +55,32 @@ pub enum Knob {
     Pool,
     /// The receive buffer of its UDP (QUIC) sockets.
     UdpBuffer,
+}
+
+/// What a server calls a knob: the fix's phrase, and the directive whose current value
+/// shows it (for `(now …)`) where loadlens reads one.
+pub type Wording = (&'static str, Option<&'static str>);
+
+/// What a server kind calls its knobs, declared in the kind's file whether or not
+/// loadlens reads or changes its configuration:
+/// `#[distributed_slice(KNOBS)] static KNOBS: Knobs = Knobs { kind: KIND, knob };`.
+pub struct Knobs {
+    pub kind: ServerKind,
+    /// What the kind calls a knob; `None` when it has no such knob.
+    pub knob: fn(Knob) -> Option<Wording>,
+}
+
+/// Every kind's [`Knobs`], one in each kind's file, gathered when linking.
+#[linkme::distributed_slice]
+pub static KNOBS: [Knobs];
+
+/// What `kind` calls `knob`, from the kind's own file; `None` when the kind has no such
+/// knob or no file declares it (the fix is then worded generically).
+pub fn knob(kind: ServerKind, knob: Knob) -> Option<Wording> {
+    KNOBS
+        .iter()
+        .find(|k| k.kind == kind)
+        .and_then(|k| (k.knob)(knob))
 }
 
 /// One directive as written in a config file.
@@ -101,12 +127,6 @@ pub trait Server: Sync {
     /// The signal that makes process `pid` reload its configuration gracefully, or why
     /// it cannot be reloaded so.
     fn reload_signal(&self, pid: i32) -> anyhow::Result<i32>;
-    /// What the server calls `knob` (a fix's phrase) and the directive whose value
-    /// shows it, where the kind's own file says so; `None` leaves it to the table in
-    /// `diagnose/kinds.rs` (or the generic wording).
-    fn knob(&self, _knob: Knob) -> Option<(&'static str, Option<&'static str>)> {
-        None
-    }
     /// Whether [`Server::read_config`] reads this kind's configuration for the watch
     /// (nginx's, Apache's and HAProxy's readers are in `watch/`).
     fn reads_config(&self) -> bool {
@@ -240,4 +260,21 @@ pub(crate) fn key_value(
     let v = rest.trim();
     let from = start + lead + key_end + v_lead;
     Some((key.to_string(), from..from + v.len()))
+}
+
+#[cfg(test)]
+mod tests {
+    use crate::run::ServerKind;
+
+    /// Every kind's file says what it calls its knobs, once (a kind it does not declare
+    /// would get the generic wording everywhere, silently).
+    #[test]
+    fn every_kind_declares_its_knobs_once() {
+        let kinds = ServerKind::all();
+        for info in &kinds {
+            let n = super::KNOBS.iter().filter(|k| k.kind == info.kind).count();
+            assert_eq!(n, 1, "{}", info.kind.id());
+        }
+        assert_eq!(super::KNOBS.len(), kinds.len());
+    }
 }

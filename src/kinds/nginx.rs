@@ -5,7 +5,7 @@
 
 use std::path::{Path, PathBuf};
 
-use super::{arg_after, exe, Found, Server};
+use super::{arg_after, exe, Found, Knob, Knobs, Server, Wording};
 use crate::run::{KindInfo, ServerKind};
 
 pub struct Nginx;
@@ -38,6 +38,25 @@ static INFO: KindInfo = KindInfo {
     executable: |n| n.starts_with("nginx"),
     ignore_case: false,
 };
+
+/// What nginx calls each knob, for the fixes (`diagnose` asks through [`super::knob`]).
+fn knob(knob: Knob) -> Option<Wording> {
+    Some(match knob {
+        Knob::Workers => ("`worker_processes auto;`", Some("worker_processes")),
+        Knob::Connections => ("`worker_connections` in the events block, with `worker_rlimit_nofile` at least as high", Some("worker_connections")),
+        Knob::Backlog => ("the nginx `listen ... backlog=`", Some("listen")),
+        Knob::OpenFiles => ("`worker_rlimit_nofile 65535;` (and `LimitNOFILE=` in its unit)", Some("worker_rlimit_nofile")),
+        Knob::Affinity => ("`worker_cpu_affinity`", Some("worker_cpu_affinity")),
+        Knob::UpstreamReuse => ("`keepalive 32;` (and `keepalive_requests` high) in the upstream block with `proxy_http_version 1.1; proxy_set_header Connection \"\";` (FastCGI: `fastcgi_keep_conn on;`)", None),
+        Knob::Reuseport => ("`listen ... reuseport;`", None),
+        Knob::KeepAlive => ("`keepalive_timeout 65;` and `keepalive_requests 1000;`", Some("keepalive_timeout")),
+        Knob::UdpBuffer => ("the receive buffer of nginx's QUIC listener, `listen 443 quic reuseport rcvbuf=8m;` (within `net.core.rmem_max`)", Some("listen")),
+        Knob::Pool => return None,
+    })
+}
+
+#[linkme::distributed_slice(super::KNOBS)]
+static KNOBS: Knobs = Knobs { kind: KIND, knob };
 
 #[linkme::distributed_slice(super::SERVERS)]
 static SERVER: &dyn Server = &Nginx;

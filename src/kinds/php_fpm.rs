@@ -5,7 +5,7 @@
 
 use std::path::{Path, PathBuf};
 
-use super::{exe, Found, Server};
+use super::{exe, Found, Knob, Knobs, Server, Wording};
 use crate::run::{KindInfo, ServerKind};
 
 pub struct PhpFpm;
@@ -21,6 +21,27 @@ static INFO: KindInfo = KindInfo {
     executable: |n| n.starts_with("php-fpm"),
     ignore_case: false,
 };
+
+/// What php-fpm calls each knob, for the fixes (`diagnose` asks through [`super::knob`]).
+fn knob(knob: Knob) -> Option<Wording> {
+    Some(match knob {
+        Knob::Pool => (
+            "`pm.max_children` in the pool (each child serves one request at a time)",
+            None,
+        ),
+        Knob::Workers | Knob::Connections => ("`pm.max_children` in the pool", None),
+        Knob::Backlog => ("`listen.backlog` in the pool", None),
+        Knob::OpenFiles => ("`rlimit_files` in php-fpm.conf", None),
+        Knob::Affinity
+        | Knob::UpstreamReuse
+        | Knob::Reuseport
+        | Knob::KeepAlive
+        | Knob::UdpBuffer => return None,
+    })
+}
+
+#[linkme::distributed_slice(super::KNOBS)]
+static KNOBS: Knobs = Knobs { kind: KIND, knob };
 
 #[linkme::distributed_slice(super::SERVERS)]
 static SERVER: &dyn Server = &PhpFpm;

@@ -17,7 +17,7 @@ use std::collections::BTreeMap;
 use std::ops::Range;
 use std::path::{Path, PathBuf};
 
-use super::{exe, Found, Knob, Server};
+use super::{exe, Found, Knob, Knobs, Server, Wording};
 use crate::run::{KindInfo, ServerConfig, ServerKind};
 
 pub struct Tomcat;
@@ -176,6 +176,23 @@ static INFO: KindInfo = KindInfo {
 #[linkme::distributed_slice(super::SERVERS)]
 static SERVER: &dyn Server = &Tomcat;
 
+/// What Tomcat calls each knob, for the fixes (`diagnose` asks through [`super::knob`]).
+fn knob(knob: Knob) -> Option<Wording> {
+    Some(match knob {
+        Knob::Pool | Knob::Workers => ("`maxThreads` on Tomcat's Connector in server.xml (or on the `Executor` it names; 200 by default): each thread serves one request at a time", Some("maxThreads")),
+        Knob::Connections => ("`maxConnections` on Tomcat's Connector (8192 by default with NIO)", Some("maxConnections")),
+        Knob::Backlog => ("`acceptCount` on Tomcat's Connector (the listen backlog, 100 by default)", Some("acceptCount")),
+        Knob::KeepAlive => ("`maxKeepAliveRequests` and `keepAliveTimeout` on Tomcat's Connector", Some("maxKeepAliveRequests")),
+        Knob::OpenFiles => ("`LimitNOFILE=` in tomcat10.service", None),
+        Knob::Affinity | Knob::UpstreamReuse | Knob::Reuseport | Knob::UdpBuffer => {
+            return None
+        }
+    })
+}
+
+#[linkme::distributed_slice(super::KNOBS)]
+static KNOBS: Knobs = Knobs { kind: KIND, knob };
+
 impl Server for Tomcat {
     fn kind(&self) -> ServerKind {
         KIND
@@ -226,19 +243,6 @@ impl Server for Tomcat {
         anyhow::bail!(
             "Tomcat {pid} reads server.xml only when it starts: restart it (`systemctl restart tomcat10`)"
         )
-    }
-
-    fn knob(&self, knob: Knob) -> Option<(&'static str, Option<&'static str>)> {
-        Some(match knob {
-            Knob::Pool | Knob::Workers => ("`maxThreads` on Tomcat's Connector in server.xml (or on the `Executor` it names; 200 by default): each thread serves one request at a time", Some("maxThreads")),
-            Knob::Connections => ("`maxConnections` on Tomcat's Connector (8192 by default with NIO)", Some("maxConnections")),
-            Knob::Backlog => ("`acceptCount` on Tomcat's Connector (the listen backlog, 100 by default)", Some("acceptCount")),
-            Knob::KeepAlive => ("`maxKeepAliveRequests` and `keepAliveTimeout` on Tomcat's Connector", Some("maxKeepAliveRequests")),
-            Knob::OpenFiles => ("`LimitNOFILE=` in tomcat10.service", None),
-            Knob::Affinity | Knob::UpstreamReuse | Knob::Reuseport | Knob::UdpBuffer => {
-                return None
-            }
-        })
     }
 
     fn reads_config(&self) -> bool {

@@ -15,7 +15,7 @@
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
-use super::{Found, Knob, Server};
+use super::{Found, Knob, Knobs, Server, Wording};
 use crate::run::{KindInfo, ServerConfig, ServerKind};
 
 pub struct Uwsgi;
@@ -128,6 +128,24 @@ static INFO: KindInfo = KindInfo {
 #[linkme::distributed_slice(super::SERVERS)]
 static SERVER: &dyn Server = &Uwsgi;
 
+/// What uWSGI calls each knob, for the fixes (`diagnose` asks through [`super::knob`]).
+fn knob(knob: Knob) -> Option<Wording> {
+    Some(match knob {
+        Knob::Pool | Knob::Workers => ("`processes` in uWSGI's ini (× `threads` when set: each worker, or each of its threads, serves one request at a time)", Some("processes")),
+        Knob::Backlog => ("`listen` in uWSGI's ini (the socket's backlog, 100 by default, at most `net.core.somaxconn`)", Some("listen")),
+        Knob::OpenFiles => ("`max-fd` in uWSGI's ini", Some("max-fd")),
+        Knob::Connections
+        | Knob::Affinity
+        | Knob::UpstreamReuse
+        | Knob::Reuseport
+        | Knob::KeepAlive
+        | Knob::UdpBuffer => return None,
+    })
+}
+
+#[linkme::distributed_slice(super::KNOBS)]
+static KNOBS: Knobs = Knobs { kind: KIND, knob };
+
 impl Server for Uwsgi {
     fn kind(&self) -> ServerKind {
         KIND
@@ -161,20 +179,6 @@ impl Server for Uwsgi {
 
     fn reload_signal(&self, _pid: i32) -> anyhow::Result<i32> {
         Ok(libc::SIGHUP)
-    }
-
-    fn knob(&self, knob: Knob) -> Option<(&'static str, Option<&'static str>)> {
-        Some(match knob {
-            Knob::Pool | Knob::Workers => ("`processes` in uWSGI's ini (× `threads` when set: each worker, or each of its threads, serves one request at a time)", Some("processes")),
-            Knob::Backlog => ("`listen` in uWSGI's ini (the socket's backlog, 100 by default, at most `net.core.somaxconn`)", Some("listen")),
-            Knob::OpenFiles => ("`max-fd` in uWSGI's ini", Some("max-fd")),
-            Knob::Connections
-            | Knob::Affinity
-            | Knob::UpstreamReuse
-            | Knob::Reuseport
-            | Knob::KeepAlive
-            | Knob::UdpBuffer => return None,
-        })
     }
 
     fn reads_config(&self) -> bool {
@@ -235,7 +239,7 @@ mod tests {
         assert_eq!(old, "10");
         assert_eq!(t, MULTI.replace("processes = 10", "processes = 16"));
         assert_eq!(find(&Uwsgi, MULTI, "listen", None)[0].block, ["uwsgi"]);
-        let (phrase, setting) = Uwsgi.knob(Knob::Pool).unwrap();
+        let (phrase, setting) = knob(Knob::Pool).unwrap();
         assert!(phrase.contains("`processes`"), "{phrase}");
         assert_eq!(setting, Some("processes"));
     }

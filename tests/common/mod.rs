@@ -1,10 +1,12 @@
 //! Test support: the loadlens binary run with JSON out and its Run read back, waits
-//! and bounds, skips; the hostile server (`bad_server`). The real servers the tests
+//! and bounds, skips; a lab scenario run before and after its fix (`lab`); the hostile
+//! server (`bad_server`). The real servers the tests
 //! run against (nginx, php-fpm, network namespaces) are the lab's, in
 //! `loadlens::lab::testbed`, re-exported here.
 #![allow(dead_code)]
 
 pub mod bad_server;
+pub mod lab;
 pub mod mix;
 pub mod sshd;
 
@@ -16,6 +18,8 @@ use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 use serde_json::Value;
 
 // Each test file uses some of them.
+#[allow(unused_imports)]
+pub use lab::{lab_pair, lab_run};
 #[allow(unused_imports)]
 pub use loadlens::lab::testbed::{
     in_ns, stall_worker, Caddy, CaddyLine, LogLine, NetnsPair, Nginx, PhpFpm,

@@ -55,7 +55,8 @@ pub(crate) struct Row {
     /// The rule that makes the finding.
     pub check: fn(&Ctx) -> Option<Finding>,
     /// The check's module and function, as written in the row: docs/findings.md reads
-    /// the evidence a rule cites from its source (`catalog`).
+    /// the evidence a rule cites from its source (`catalog`, with
+    /// [`FindingId::check_source`]).
     pub check_at: (&'static str, &'static str),
     /// One line: what the finding means.
     pub means: &'static str,
@@ -100,7 +101,9 @@ impl Row {
 }
 
 /// The enum of ids and the rows, from one list: `Variant = "id" { check, means, long,
-/// and any other field of [`Row`] }`.
+/// and any other field of [`Row`] }`. The check is written `module::function`, its module
+/// a child of `rules` (`super::` from the table's module): its file, `rules/module.rs`, is
+/// all a new rule needs besides its row and its `mod` line.
 macro_rules! findings {
     ($(
         $variant:ident = $id:literal {
@@ -126,13 +129,23 @@ macro_rules! findings {
                     $(FindingId::$variant => $id,)*
                 }
             }
+
+            /// The text of the file of the rule that makes the finding (`rules/module.rs`,
+            /// from the row's check): docs/findings.md reads the evidence a rule cites and
+            /// the knobs its fix names there (`catalog`). Only the catalog calls it, so the
+            /// sources stay out of a binary that does not write the page.
+            pub(in crate::diagnose) fn check_source(self) -> &'static str {
+                match self {
+                    $(FindingId::$variant => include_str!(concat!(stringify!($module), ".rs")),)*
+                }
+            }
         }
 
         /// Every finding's row, in the order of [`FindingId::ALL`].
         pub(in crate::diagnose) const ROWS: &[Row] = &[$(
             Row {
                 id: FindingId::$variant,
-                check: $module::$function,
+                check: super::$module::$function,
                 check_at: (stringify!($module), stringify!($function)),
                 means: $means,
                 long: $long,

@@ -6,7 +6,9 @@
 //! in front of a saturated tier, which tier of the request path its resource is in.
 //!
 //! The enum of ids, [`FindingId`], is made from the rows (`findings!`, with what a row
-//! holds, in `rules/mod.rs`): adding a rule is its function in its file and one row here.
+//! holds, in `rules/mod.rs`): adding a rule is its function in its file and one row here
+//! (a new file: its `mod` line in `rules/mod.rs` too; the row's `check: file::function`
+//! finds both the function and, for docs/findings.md, the file's text).
 //! `diagnose` ranks by the rows, `explain` prints them, `catalog` writes
 //! docs/findings.md from them.
 //!
@@ -14,10 +16,7 @@
 //! `loadlens explain`'s): a Run saved by another version of loadlens, with a rule added
 //! or gone since, still reads. Code compares it with a `FindingId` (`f.id == FindingId::X`).
 
-use super::{
-    accept, buffers, client, conntrack, cpu, http, limits, network, pool, ports, profile, quota,
-    sockbuf, stalls, tails, udp, upstream, Explains, Row, Tier,
-};
+use super::{Explains, Row, Tier};
 
 findings! {
     ClientSaturated = "client-saturated" {
