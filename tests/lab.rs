@@ -297,12 +297,30 @@ fn named_pids(text: &str) -> Vec<i64> {
 /// Processes outside the lab's world that took at least a fifth of a CPU during the
 /// run (the world: its servers, cpu-contention's busy loop, loadlens, the kernel's
 /// threads).
+/// Many processes each below that (a build's compilers and linkers, a test binary's
+/// servers) that together took a quarter of a CPU are the host's load too.
 fn outside_load(run: &Value) -> Option<String> {
     let busy: Vec<String> = outside(run, 20.0)
         .into_iter()
         .map(|(comm, pid)| format!("{comm} (pid {pid})"))
         .collect();
-    (!busy.is_empty()).then(|| busy.join(", "))
+    if !busy.is_empty() {
+        return Some(busy.join(", "));
+    }
+    let many = outside(run, 0.0);
+    let pct: f64 = run["evidence"]["window"]["other_processes"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter(|o| many.iter().any(|(_, pid)| o["pid"].as_i64() == Some(*pid)))
+        .filter_map(|o| o["cpu_pct"].as_f64())
+        .sum();
+    (pct >= 25.0).then(|| {
+        format!(
+            "{} processes outside the world at {pct:.0}% of a CPU together",
+            many.len()
+        )
+    })
 }
 
 /// (comm, pid) of the processes outside the world that took at least `pct` of a CPU.

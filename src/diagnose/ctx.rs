@@ -198,6 +198,13 @@ impl<'a> Ctx<'a> {
             .unwrap_or(ServerKind::UNKNOWN)
     }
 
+    /// Whether the front serves one request per thread or process of a pool (its
+    /// concurrency is a pool: Apache's MaxRequestWorkers, a servlet container's
+    /// maxThreads), not connections multiplexed on an event loop.
+    pub fn front_is_a_pool(&self) -> bool {
+        crate::diagnose::kinds::knob(self.front_kind(), crate::kinds::Knob::Pool).is_some()
+    }
+
     /// The kind of the upstream's processes (php-fpm, a backend), when any were watched.
     pub fn upstream_kind(&self) -> ServerKind {
         self.upstream_procs()

@@ -89,7 +89,7 @@ pub(super) fn worker_blocked(c: &Ctx) -> Option<Finding> {
     ];
     // A server of request pools (its concurrency knob is a pool: Apache, a servlet
     // container) serves one request per thread: a blocked thread holds only its own.
-    let pooled = crate::diagnose::kinds::knob(c.front_kind(), crate::kinds::Knob::Pool).is_some();
+    let pooled = c.front_is_a_pool();
     if pooled {
         f.evidence
             .push(fact(ONE_REQUEST_PER_THREAD, 1.0, "requests"));
