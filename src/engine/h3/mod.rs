@@ -25,6 +25,7 @@ use std::time::{Duration, Instant};
 use bytes::Bytes;
 use hdrhistogram::Histogram;
 
+mod qpack_table;
 mod quic;
 mod resume;
 mod setup;
