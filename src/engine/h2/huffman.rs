@@ -62,7 +62,10 @@ fn huffman() -> &'static Huffman {
 /// Decodes a Huffman-coded string (Appendix B), handing each byte to `emit`; returns
 /// the decoded length. Padding must be at most 7 bits, all ones (the EOS code's
 /// prefix), and EOS itself must not appear (§5.2).
-pub(super) fn huffman_decode(src: &[u8], mut emit: impl FnMut(u8)) -> Result<usize, Malformed> {
+pub(in crate::engine) fn huffman_decode(
+    src: &[u8],
+    mut emit: impl FnMut(u8),
+) -> Result<usize, Malformed> {
     let h = huffman();
     // Unconsumed bits are the low `bits` bits of `acc`.
     let mut acc: u64 = 0;

@@ -31,7 +31,7 @@
 
 pub mod frame;
 pub(super) mod hpack;
-mod huffman;
+pub(in crate::engine) mod huffman;
 pub(super) mod state;
 #[cfg(test)]
 mod testutil;

@@ -25,10 +25,12 @@ use std::time::{Duration, Instant};
 use bytes::Bytes;
 use hdrhistogram::Histogram;
 
+mod qpack_table;
 mod quic;
 mod resume;
 mod setup;
 mod stream;
+mod wire;
 
 use super::stats::{latency_histogram, us_between, ThreadStats, Tick};
 use super::worker::{slice_of, Budget, LiveCount, TICK};
@@ -190,7 +192,10 @@ struct Ctx {
 
 /// One open connection's state, shared by its stream tasks.
 struct Open {
-    send: h3::client::SendRequest<h3_quinn::OpenStreams, Bytes>,
+    /// h3's handle: the connection's HTTP/3 session (control and QPACK streams, the
+    /// server's SETTINGS and GOAWAY) lasts while it is held. Requests go on streams
+    /// of their own (`wire.rs`), not through it.
+    _send: h3::client::SendRequest<h3_quinn::OpenStreams, Bytes>,
     /// Requests this connection may still send (`--connreqs`).
     left: Cell<u64>,
     /// Budget claims held for this connection: the one claimed before connecting, and
@@ -390,7 +395,7 @@ async fn slot(ctx: Rc<Ctx>, endpoint: quinn::Endpoint, i: usize) {
         let mut held = carried.split_off(0);
         held.push(first);
         let open = Rc::new(Open {
-            send,
+            _send: send,
             left: Cell::new(w.connreqs.map_or(u64::MAX, u64::from)),
             held: RefCell::new(held),
             seq: Cell::new(seq),

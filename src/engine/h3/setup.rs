@@ -15,19 +15,16 @@ use super::H3_NO_ERROR;
 use crate::engine::transport::TlsConfig;
 use crate::spec::{Resume, Spec, Target};
 
-/// One request of the run (or of each target of its mix) ready to send: its head as
-/// the `http` types h3 takes, and its body.
+/// One request of the run (or of each target of its mix) ready to send: its HEADERS
+/// frame (and DATA frame with its body) as they go on a request stream, encoded once.
 pub(super) struct H3Request {
-    method: http::Method,
-    uri: http::Uri,
-    headers: http::HeaderMap,
-    pub(super) body: Bytes,
+    pub(super) wire: Bytes,
 }
 
 impl H3Request {
     fn build(spec: &Spec, target: &Target, body: &[u8]) -> anyhow::Result<H3Request> {
         let mut authority = target.host_header();
-        let mut headers = http::HeaderMap::new();
+        let mut headers: Vec<(http::HeaderName, http::HeaderValue)> = Vec::new();
         for h in &spec.headers {
             let Some((n, v)) = h.split_once(':') else {
                 continue;
@@ -54,14 +51,17 @@ impl H3Request {
                 .with_context(|| format!("header `{h}` cannot be sent over HTTP/3"))?;
             let value = http::HeaderValue::from_str(v.trim())
                 .with_context(|| format!("header `{h}` cannot be sent over HTTP/3"))?;
-            headers.append(name, value);
+            headers.push((name, value));
         }
-        if !body.is_empty() && !headers.contains_key(http::header::CONTENT_LENGTH) {
-            headers.insert(http::header::CONTENT_LENGTH, body.len().into());
+        let has = |h: &[(http::HeaderName, http::HeaderValue)], n: &http::HeaderName| {
+            h.iter().any(|(name, _)| name == n)
+        };
+        if !body.is_empty() && !has(&headers, &http::header::CONTENT_LENGTH) {
+            headers.push((http::header::CONTENT_LENGTH, body.len().into()));
         }
         if let Some(a) = spec.authorization.as_ref() {
-            if !headers.contains_key(http::header::AUTHORIZATION) {
-                headers.insert(http::header::AUTHORIZATION, a.parse()?);
+            if !has(&headers, &http::header::AUTHORIZATION) {
+                headers.push((http::header::AUTHORIZATION, a.parse()?));
             }
         }
         let uri = http::Uri::builder()
@@ -70,20 +70,16 @@ impl H3Request {
             .path_and_query(target.path.as_str())
             .build()
             .with_context(|| format!("https://{authority}{} is not a valid URI", target.path))?;
+        let method = http::Method::from_bytes(spec.method.as_bytes())?;
+        let fields: Vec<(&str, &[u8])> = headers
+            .iter()
+            .map(|(n, v)| (n.as_str(), v.as_bytes()))
+            .collect();
+        let authority = uri.authority().map_or(authority.as_str(), |a| a.as_str());
+        let path = uri.path_and_query().map_or("/", |p| p.as_str());
         Ok(H3Request {
-            method: http::Method::from_bytes(spec.method.as_bytes())?,
-            uri,
-            headers,
-            body: Bytes::copy_from_slice(body),
+            wire: super::wire::request(method.as_str(), authority, path, &fields, body),
         })
-    }
-
-    pub(super) fn head(&self) -> http::Request<()> {
-        let mut r = http::Request::new(());
-        *r.method_mut() = self.method.clone();
-        *r.uri_mut() = self.uri.clone();
-        *r.headers_mut() = self.headers.clone();
-        r
     }
 }
 

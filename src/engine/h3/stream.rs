@@ -6,9 +6,7 @@ use std::cell::Cell;
 use std::rc::Rc;
 use std::time::Instant;
 
-use bytes::Buf;
-
-use super::{pace, Counts, Ctx, H3Worker, Open, H3_NO_ERROR};
+use super::{pace, wire, Counts, Ctx, H3Worker, Open, H3_NO_ERROR};
 use crate::engine::stats::{us_between, ErrorKind};
 use crate::engine::worker::UNCOUNTED;
 use crate::spec::Requests;
@@ -110,48 +108,58 @@ pub(super) struct Done {
 /// Sends request `t` on a new stream of `open` and reads its response.
 async fn exchange(ctx: &Ctx, open: &Open, t: u32) -> Result<Done, Failed> {
     let req = &ctx.w.requests[t as usize];
-    let mut sending = open.send.clone();
-    let mut s = match sending.send_request(req.head()).await {
+    let (mut send, mut recv) = match open.quic.open_bi().await {
         Ok(s) => s,
-        Err(h3::error::StreamError::RemoteClosing { .. }) => {
-            // GOAWAY: the server will not take this request; the next connection will.
-            ctx.c.borrow_mut().stats.goaway += 1;
-            return Err(Failed::NotSent);
-        }
-        Err(e) if e.is_h3_no_error() || open.quic.close_reason().is_some() => {
-            return Err(Failed::NotSent)
-        }
-        Err(e) => return Err(class(&e)),
+        // The connection has closed (the server's GOAWAY then close, an idle timeout)
+        // before the request went: the next connection sends it.
+        Err(_) => return Err(Failed::NotSent),
     };
-    if !req.body.is_empty() {
-        s.send_data(req.body.clone()).await.map_err(|e| class(&e))?;
+    if let Err(e) = send.write_chunk(req.wire.clone()).await {
+        return Err(match e {
+            quinn::WriteError::Stopped(_) => Failed::Error(ErrorKind::Reset, false),
+            quinn::WriteError::ConnectionLost(_) => Failed::Error(ErrorKind::Read, true),
+            // 0-RTT data the server refused: the request never reached it.
+            quinn::WriteError::ZeroRttRejected => Failed::NotSent,
+            quinn::WriteError::ClosedStream => Failed::Error(ErrorKind::Parse, false),
+        });
     }
-    s.finish().await.map_err(|e| class(&e))?;
-    let resp = s.recv_response().await.map_err(|e| class(&e))?;
-    let first = Instant::now();
-    let mut bytes: u64 = resp
-        .headers()
-        .iter()
-        .map(|(n, v)| (n.as_str().len() + v.len()) as u64)
-        .sum();
-    while let Some(chunk) = s.recv_data().await.map_err(|e| class(&e))? {
-        bytes += chunk.remaining() as u64;
+    // The stream's end goes with its one write (a STREAM frame with FIN).
+    let _ = send.finish();
+    let mut reader = wire::Reader::new();
+    let mut first = None;
+    loop {
+        match recv.read_chunk(usize::MAX, true).await {
+            Ok(Some(chunk)) => {
+                let head = reader
+                    .take(&chunk.bytes)
+                    .map_err(|_| Failed::Error(ErrorKind::Parse, false))?;
+                if head.is_some() {
+                    first = Some(Instant::now());
+                }
+            }
+            Ok(None) => break,
+            Err(e) => {
+                return Err(match e {
+                    // H3_REQUEST_REJECTED (RFC 9114 §4.1.1): not processed, may be sent
+                    // again; as h3 did, a reset like the others.
+                    quinn::ReadError::Reset(_) => Failed::Error(ErrorKind::Reset, false),
+                    quinn::ReadError::ConnectionLost(_) => Failed::Error(ErrorKind::Read, true),
+                    quinn::ReadError::ZeroRttRejected => Failed::NotSent,
+                    _ => Failed::Error(ErrorKind::Parse, false),
+                });
+            }
+        }
     }
+    let head = reader
+        .end()
+        .map_err(|_| Failed::Error(ErrorKind::Parse, false))?;
+    let end = Instant::now();
     Ok(Done {
-        status: resp.status().as_u16(),
-        first,
-        end: Instant::now(),
-        bytes,
+        status: head.status,
+        first: first.unwrap_or(end),
+        end,
+        bytes: head.bytes + reader.body,
     })
-}
-
-/// The error class of a failed stream; whether the connection went with it.
-fn class(e: &h3::error::StreamError) -> Failed {
-    match e {
-        h3::error::StreamError::RemoteTerminate { .. } => Failed::Error(ErrorKind::Reset, false),
-        h3::error::StreamError::ConnectionError { .. } => Failed::Error(ErrorKind::Read, true),
-        _ => Failed::Error(ErrorKind::Parse, false),
-    }
 }
 
 impl Counts {
