@@ -40,7 +40,12 @@ pub(super) async fn stream(ctx: Rc<Ctx>, open: Rc<Open>) -> Vec<u64> {
         let t = pick(&w.order, ordinal, &open.seq);
         let intended = due(w, &open, ordinal);
         if let Some(at) = intended {
+            ctx.c.borrow_mut().waiting.push(at);
             tokio::time::sleep_until(at.into()).await;
+            let mut c = ctx.c.borrow_mut();
+            if let Some(i) = c.waiting.iter().position(|&w| w == at) {
+                c.waiting.swap_remove(i);
+            }
         }
         let sent = Instant::now();
         // A request due while every stream was busy waited for one: its latency counts
