@@ -337,7 +337,7 @@ fn parse_status(v: &[u8]) -> u16 {
 
 /// An integer with an `n`-bit prefix (§5.1), consumed from `b`. Bounded well below
 /// overflow: no index or size this client accepts is near 2^28.
-fn integer(b: &mut &[u8], n: u32) -> Result<usize, Malformed> {
+pub(in crate::engine) fn integer(b: &mut &[u8], n: u32) -> Result<usize, Malformed> {
     let (&first, mut rest) = b.split_first().ok_or(Malformed)?;
     let max = (1usize << n) - 1;
     let mut v = first as usize & max;

@@ -30,7 +30,7 @@
 //! END_STREAM), status code, bytes read (every byte of the connection, frames included).
 
 pub mod frame;
-pub(super) mod hpack;
+pub(in crate::engine) mod hpack;
 pub(in crate::engine) mod huffman;
 pub(super) mod state;
 #[cfg(test)]

@@ -124,28 +124,10 @@ pub(super) struct Head {
     pub(super) bytes: u64,
 }
 
-/// An integer with an `n`-bit prefix (RFC 7541 §5.1), consumed from `b`.
+/// An integer with an `n`-bit prefix (RFC 9204 §4.1.1 uses RFC 7541 §5.1's), consumed
+/// from `b`: HPACK's decoder.
 fn integer(b: &mut &[u8], n: u32) -> Result<usize, Malformed> {
-    let (&first, mut rest) = b.split_first().ok_or(Malformed)?;
-    let max = (1usize << n) - 1;
-    let mut v = first as usize & max;
-    if v == max {
-        let mut shift = 0;
-        loop {
-            let (&c, r) = rest.split_first().ok_or(Malformed)?;
-            rest = r;
-            v += ((c & 0x7f) as usize) << shift;
-            if c & 0x80 == 0 {
-                break;
-            }
-            shift += 7;
-            if shift > 21 {
-                return Err(Malformed);
-            }
-        }
-    }
-    *b = rest;
-    Ok(v)
+    crate::engine::h2::hpack::integer(b, n).map_err(|_| Malformed)
 }
 
 /// A string literal with an `n`-bit length prefix, its Huffman flag the bit above it,
