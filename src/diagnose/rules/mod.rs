@@ -224,42 +224,37 @@ pub(in crate::diagnose) use table::ROWS;
 /// Bodies arriving ~40 ms after their heads: Nagle's own signature (a queue delays a
 /// response's head, not the gap between its head and its body).
 fn body_after_head(nagle: &Finding) -> bool {
-    nagle
-        .evidence
-        .iter()
-        .any(|e| e.name == http::BODY_AFTER_HEAD && e.value > 0.0)
+    cites(nagle, http::BODY_AFTER_HEAD)
 }
 
 /// Few requests per connection by the load's own choice (`--connreqs`), not because the
 /// server closed kept-alive connections.
 fn client_chose_few_requests(f: &Finding) -> bool {
-    !f.evidence.iter().any(|e| e.name == cpu::SERVER_CLOSED)
+    !cites(f, cpu::SERVER_CLOSED)
 }
 
 /// Workers blocked in a call that were event loops, each holding every connection it
 /// serves (not a pool's threads, one request each): the block is a limit of its own.
 fn event_loop_blocked(blocked: &Finding) -> bool {
-    !blocked
-        .evidence
-        .iter()
-        .any(|e| e.name == stalls::ONE_REQUEST_PER_THREAD)
+    !cites(blocked, stalls::ONE_REQUEST_PER_THREAD)
 }
 
 /// A stall whose samples caught a worker stopped or in disk wait was a worker blocked,
 /// whatever else the machine did meanwhile.
 fn worker_seen_blocked(stall: &Finding) -> bool {
-    stall.evidence.iter().any(|e| {
-        (e.name == stalls::SEEN_BLOCKED || e.name == stalls::BLOCKED_STALLS) && e.value > 0.0
-    })
+    cites(stall, stalls::SEEN_BLOCKED) || cites(stall, stalls::BLOCKED_STALLS)
 }
 
 /// Gaps in the responses that lie inside a worker's blocked wait: a stall of the
 /// server's own, whatever the network lost meanwhile.
 fn stall_lined_up(stall: &Finding) -> bool {
-    stall
-        .evidence
-        .iter()
-        .any(|e| e.name == stalls::LINED_UP && e.value > 0.0)
+    cites(stall, stalls::LINED_UP)
+}
+
+/// Whether a finding cites the fact `name` with a value above zero (the evidence the
+/// `unless` of a relation reads).
+fn cites(f: &Finding, name: &str) -> bool {
+    f.evidence.iter().any(|e| e.name == name && e.value > 0.0)
 }
 
 pub(super) fn finding(id: FindingId, kind: Kind, confidence: f64, title: String) -> Finding {
