@@ -16,21 +16,18 @@ demo:
 	$(CARGO) build --release
 	scripts/demo.sh
 
-# mold, where installed (install-deps.sh installs it), links the ~45 test binaries in
-# about half of ld's time; the binaries are the same.
-LINK = $$(command -v mold >/dev/null 2>&1 && echo mold -run)
-
+# The format check, clippy (the fuzz targets too), one build of the tests, the test
+# binaries side by side where their loads allow it and alone where they read a quiet host
+# (scripts/test.sh says which and why).
 test:
 	scripts/install-deps.sh test
-	$(CARGO) fmt --all -- --check
-	$(LINK) $(CARGO) clippy --all-targets -- -D warnings
-	$(LINK) $(CARGO) test --no-fail-fast
-	$(MAKE) fuzz-check
+	scripts/test.sh
 
 # The fuzz targets build on stable (running them needs nightly and cargo-fuzz, see
 # docs/design.md); their checks run on the seeds in `cargo test` (tests/fuzz_seeds.rs).
+# They are a member of the workspace: `make test`'s clippy checks them.
 fuzz-check:
-	cd fuzz && $(CARGO) check --no-default-features --target-dir ../target/fuzz-check
+	$(CARGO) check -p loadlens-fuzz --no-default-features
 
 bench:
 	scripts/install-deps.sh bench

@@ -29,7 +29,9 @@ fn frame(data: &[u8], piece: usize, head: bool) -> Result<Vec<Complete>, ()> {
 }
 
 fuzz_target!(|data: &[u8]| {
-    let Some((&first, rest)) = data.split_first() else { return };
+    let Some((&first, rest)) = data.split_first() else {
+        return;
+    };
     let head = first & 0x80 != 0;
     let whole = frame(rest, rest.len().max(1), head);
     let split = frame(rest, (first & 0x7f) as usize, head);

@@ -148,13 +148,23 @@ pub fn run_json_in(ns: &str, args: &[&str]) -> Value {
 pub fn assert_valid(name: &str, v: &Value) {
     let path = format!("{}/docs/{name}.schema.json", env!("CARGO_MANIFEST_DIR"));
     let schema: Value = serde_json::from_str(&std::fs::read_to_string(path).unwrap()).unwrap();
-    let validator = jsonschema::validator_for(&schema).expect("a valid schema");
-    let errors: Vec<String> = validator
-        .iter_errors(v)
-        .map(|e| format!("{} at {}", e, e.instance_path()))
-        .take(5)
-        .collect();
-    assert!(errors.is_empty(), "{name}: {errors:?}");
+    if let Some(errors) = schema_errors(&schema, v) {
+        panic!("{name}: {errors}");
+    }
+}
+
+/// Why `v` does not validate against `schema` (draft 2020-12, as schemars writes it), or
+/// None when it does.
+pub fn schema_errors(schema: &Value, v: &Value) -> Option<String> {
+    // The schema is given to the compiler under a name of its own: nothing is fetched.
+    const URL: &str = "file:///loadlens/schema.json";
+    let mut schemas = boon::Schemas::new();
+    let mut compiler = boon::Compiler::new();
+    compiler
+        .add_resource(URL, schema.clone())
+        .expect("a valid schema");
+    let schema = compiler.compile(URL, &mut schemas).expect("a valid schema");
+    schemas.validate(v, schema).err().map(|e| format!("{e:#}"))
 }
 
 /// Asserts that a command succeeded, showing its stderr when it did not.
