@@ -2,14 +2,19 @@
 # `make test` after its dependencies are installed: the format check, one build of every
 # test binary, then the binaries in two lanes.
 #
-# - Side by side (TEST_JOBS at a time, 3 by default, the longest first), beside clippy,
-#   the fuzz targets' check and the doc tests: the binaries whose loads are built to give
-#   the same result on a busy machine (rate-limited or open-loop loads, counts from the
-#   server's own log, faults decisive whatever the host runs). Most of their time is
+# Clippy (the fuzz targets too: their crate is a workspace member) runs beside the build,
+# in a target directory of its own: each leaves a core idle at times (one large crate,
+# the links) that the other fills.
+#
+# - Side by side (TEST_JOBS at a time, 3 by default, the longest first): the binaries
+#   whose loads are built to give the same result on a busy machine (rate-limited or
+#   open-loop loads, counts from the server's own log, faults decisive whatever the host
+#   runs: tune's are tenfold, judged over interleaved A/B pairs). Much of their time is
 #   spent waiting for servers, sleeps and timeouts, not on a CPU.
 # - Then one at a time, alone on the machine: the binaries whose diagnosis reads the
 #   host's quiet (QUIET below): lab worlds loaded to saturation, A/B pairs, the CI gate
-#   that refuses a Run while another process is busy. A new test file runs side by side
+#   that refuses a Run while another process is busy, the profiler's sample count of a
+#   worker that must be on a CPU. A new test file runs side by side
 #   unless it is named here.
 #
 # Every binary runs whatever failed before (as `cargo test --no-fail-fast`); the exit
@@ -17,10 +22,10 @@
 set -uo pipefail
 cd "$(dirname "$0")/.."
 
-QUIET="lab tune diagnose_path diagnose_tails diagnose_time kinds udp ci"
+QUIET="lab diagnose_path diagnose_tails diagnose_time kinds udp ci profile"
 # Started first among the side-by-side ones (the longest, measured), so the lane ends
 # together; the others follow in name order.
-LONGEST="ray remote compare html history sweep hostile_channel engine_nginx engine_h3 diagnose_servers stages"
+LONGEST="tune ray remote compare html history sweep hostile_channel engine_nginx engine_h3 diagnose_servers stages"
 JOBS=${TEST_JOBS:-3}
 CARGO=${CARGO:-cargo}
 LINK=()
@@ -31,6 +36,11 @@ trap 'rm -rf "$logs"' EXIT
 failed=()
 
 "$CARGO" fmt --all -- --check || exit 1
+
+"${LINK[@]}" "$CARGO" clippy --workspace --all-targets --no-default-features \
+  --target-dir "${CARGO_TARGET_DIR:-target}/clippy" -- -D warnings >"$logs/clippy.out" 2>&1 &
+clippy=$!
+trap 'kill "$clippy" 2>/dev/null; rm -rf "$logs"' EXIT
 
 # One build: cargo names each binary it made ("Executable tests/lab.rs (target/…)").
 "${LINK[@]}" "$CARGO" test --no-run 2>&1 | tee "$logs/build"
@@ -50,13 +60,7 @@ show() {
   [ "$(cat "$logs/$name.rc")" = 0 ] || failed+=("$name")
 }
 
-# Lane 1: clippy, the fuzz targets (their crate is a workspace member: clippy checks
-# them with the same dependencies) and the doc tests, beside the side-by-side binaries.
-(
-  "${LINK[@]}" "$CARGO" clippy --workspace --all-targets --no-default-features -- -D warnings &&
-    "$CARGO" test --doc
-) >"$logs/checks.out" 2>&1 &
-checks=$!
+"$CARGO" test --doc || failed+=("doc tests")
 
 side=()
 for n in $LONGEST; do [ -n "${bin[$n]:-}" ] && side+=("$n"); done
@@ -66,7 +70,7 @@ for n in $(printf '%s\n' "${!bin[@]}" | sort); do
 done
 export logs
 for n in "${!bin[@]}"; do export "BIN_$n=${bin[$n]}"; done
-echo "     Running ${#side[@]} test binaries side by side ($JOBS at a time) beside clippy"
+echo "     Running ${#side[@]} test binaries side by side ($JOBS at a time)"
 printf '%s\n' "${side[@]}" | xargs -P "$JOBS" -I{} bash -c '
   n={}; v=BIN_$n; t0=$SECONDS
   CARGO_MANIFEST_DIR=$PWD "${!v}" >"$logs/$n.out" 2>&1; rc=$?
@@ -74,13 +78,13 @@ printf '%s\n' "${side[@]}" | xargs -P "$JOBS" -I{} bash -c '
   echo "     $n: exit $rc after $((SECONDS - t0)) s"'
 for n in "${side[@]}"; do show "$n"; done
 
-wait "$checks"
+wait "$clippy"
 rc=$?
-echo "     Checks: clippy --workspace --all-targets, cargo test --doc"
-cat "$logs/checks.out"
-[ "$rc" = 0 ] || failed+=("clippy or doc tests")
+echo "     Clippy: --workspace --all-targets -D warnings"
+cat "$logs/clippy.out"
+[ "$rc" = 0 ] || failed+=("clippy")
 
-# Lane 2: one at a time, nothing else running.
+# One at a time, nothing else running.
 for n in $QUIET; do
   [ -n "${bin[$n]:-}" ] || { failed+=("$n (not built)"); continue; }
   echo "     Running $n (${bin[$n]})"
