@@ -25,6 +25,7 @@ use std::time::{Duration, Instant};
 use bytes::Bytes;
 use hdrhistogram::Histogram;
 
+mod direct;
 mod qpack_table;
 mod quic;
 mod resume;
@@ -214,6 +215,13 @@ struct Open {
 
 impl H3Worker {
     fn run(self) -> std::io::Result<ThreadStats> {
+        if std::env::var_os("LOADLENS_H3_DIRECT").is_some()
+            && self.pace.is_none()
+            && self.connreqs.is_none()
+            && !self.zero_rtt
+        {
+            return self.run_direct();
+        }
         let rt = tokio::runtime::Builder::new_current_thread()
             .enable_all()
             .build()?;
