@@ -154,6 +154,9 @@ impl H3Worker {
         // When each empty slot connects next, and the claims its last connection held.
         let mut retry: Vec<Option<Instant>> = vec![Some(self.start); self.connections];
         let mut carried: Vec<Vec<u64>> = vec![Vec::new(); self.connections];
+        // Connections closed and not yet drained: their slots have new ones; these still
+        // answer the server (its close, its retransmits) until the endpoint forgets them.
+        let mut closing: Vec<Conn> = Vec::new();
         let mut seq: Vec<u64> = (0..self.connections)
             .map(|i| (self.id as u64) << 32 | (i as u64 * 7919))
             .collect();
@@ -227,7 +230,7 @@ impl H3Worker {
                         let data = BytesMut::from(seg);
                         match ep.handle(now, m.addr, m.dst_ip, ecn, data, &mut io.buf) {
                             Some(DatagramEvent::ConnectionEvent(h, ev)) => {
-                                let mut open = conns.iter_mut().flatten();
+                                let mut open = conns.iter_mut().flatten().chain(&mut closing);
                                 if let Some(conn) = open.find(|x| x.handle == h) {
                                     conn.q.handle_event(ev);
                                 }
@@ -257,7 +260,7 @@ impl H3Worker {
                     self.fill(conn, &mut c, now, &mut spent, &mut seq[i]);
                 }
                 // A connection done: told to go away, or with nothing left to send. One
-                // closed leaves its slot at once (its endpoint state ends with the run).
+                // closed leaves its slot at once for `closing`.
                 let done = !lost
                     && !expired
                     && conn.connected
@@ -278,8 +281,24 @@ impl H3Worker {
                     carried[i].append(&mut conn.held);
                     let failed = lost && !conn.connected;
                     retry[i] = Some(now + if failed { RETRY_AFTER } else { Duration::ZERO });
+                    if !conn.q.is_drained() {
+                        closing.push(conn);
+                    }
                 }
             }
+            closing.retain_mut(|conn| {
+                if conn.q.poll_timeout().is_some_and(|t| t <= now) {
+                    conn.q.handle_timeout(now);
+                }
+                while conn.q.poll().is_some() {}
+                io.flush(&mut conn.q, now);
+                while let Some(ev) = conn.q.poll_endpoint_events() {
+                    if let Some(ev) = ep.handle_event(conn.handle, ev) {
+                        conn.q.handle_event(ev);
+                    }
+                }
+                !conn.q.is_drained()
+            });
             if spent && conns.iter().all(Option::is_none) && carried.iter().all(Vec::is_empty) {
                 break;
             }
@@ -288,7 +307,7 @@ impl H3Worker {
             if let Some(d) = self.deadline {
                 wake = wake.min(d);
             }
-            for conn in conns.iter_mut().flatten() {
+            for conn in conns.iter_mut().flatten().chain(&mut closing) {
                 if let Some(t) = conn.q.poll_timeout() {
                     wake = wake.min(t);
                 }
@@ -373,7 +392,7 @@ impl H3Worker {
                 }
                 Event::Stream(StreamEvent::Readable { id }) => {
                     if let Some(k) = conn.reqs.iter().position(|r| r.id == id) {
-                        self.read(conn, k, c);
+                        self.read(conn, k, c, now);
                     } else {
                         peer_stream(conn, id);
                     }
@@ -389,8 +408,9 @@ impl H3Worker {
         false
     }
 
-    /// Request `k`'s response: what has come of it; recorded when whole.
-    fn read(&self, conn: &mut Conn, k: usize, c: &mut Counts) {
+    /// Request `k`'s response: what has come of it; recorded when whole, at `now` (when
+    /// the datagrams it came in were taken, after the socket's queue was read).
+    fn read(&self, conn: &mut Conn, k: usize, c: &mut Counts, now: Instant) {
         let r = &mut conn.reqs[k];
         let mut s = conn.q.recv_stream(r.id);
         let Ok(mut chunks) = s.read(true) else {
@@ -399,7 +419,7 @@ impl H3Worker {
         let end = loop {
             match chunks.next(usize::MAX) {
                 Ok(Some(chunk)) => match r.reader.take(&chunk.bytes) {
-                    Ok(Some(_)) => r.first = Some(Instant::now()),
+                    Ok(Some(_)) => r.first = Some(now),
                     Ok(None) => {}
                     Err(_) => break Some(Err(ErrorKind::Parse)),
                 },
@@ -418,7 +438,7 @@ impl H3Worker {
         let _ = conn.q.recv_stream(r.id).stop(H3_NO_ERROR.into());
         c.in_flight -= 1;
         let e = self.order.endpoint[r.target as usize];
-        let at = Instant::now();
+        let at = now;
         match end.and_then(|()| r.reader.end().map_err(|_| ErrorKind::Parse)) {
             Ok(head) => {
                 let done = Done {
