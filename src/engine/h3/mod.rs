@@ -1,4 +1,6 @@
-//! HTTP/3 over QUIC (`--h3`): each worker thread runs a current-thread tokio runtime
+//! HTTP/3 over QUIC (`--h3`). The closed loop (no pacing, `--connreqs` or 0-RTT) runs
+//! on quinn-proto in the worker's own loop (`direct.rs`: a quarter less client CPU per
+//! response). The rest: each worker thread runs a current-thread tokio runtime
 //! with one quinn endpoint (one UDP socket; quinn-udp sends with GSO and receives with
 //! GRO where the kernel offers them) carrying its share of the connections, each with up
 //! to `--max-concurrent-streams` requests in flight, every stream a task that sends its
@@ -25,6 +27,7 @@ use std::time::{Duration, Instant};
 use bytes::Bytes;
 use hdrhistogram::Histogram;
 
+mod direct;
 mod qpack_table;
 mod quic;
 mod resume;
@@ -214,6 +217,15 @@ struct Open {
 
 impl H3Worker {
     fn run(self) -> std::io::Result<ThreadStats> {
+        // The closed loop runs on quinn-proto in the worker's own loop (`direct.rs`);
+        // LOADLENS_H3_QUINN=1 keeps it on quinn's tasks (bench/h3-cost compares them).
+        if std::env::var_os("LOADLENS_H3_QUINN").is_none()
+            && self.pace.is_none()
+            && self.connreqs.is_none()
+            && !self.zero_rtt
+        {
+            return self.run_direct();
+        }
         let rt = tokio::runtime::Builder::new_current_thread()
             .enable_all()
             .build()?;

@@ -89,7 +89,7 @@ fn due(w: &H3Worker, open: &Open, ordinal: u64) -> Option<Instant> {
 }
 
 /// The target of a request: by its `-n` ordinal, else by the slot's own count.
-fn pick(order: &Requests, ordinal: u64, seq: &Cell<u64>) -> u32 {
+pub(super) fn pick(order: &Requests, ordinal: u64, seq: &Cell<u64>) -> u32 {
     if order.order.len() == 1 {
         return order.order[0];
     }
@@ -104,10 +104,10 @@ fn pick(order: &Requests, ordinal: u64, seq: &Cell<u64>) -> u32 {
 
 /// A response read whole.
 pub(super) struct Done {
-    status: u16,
-    first: Instant,
-    end: Instant,
-    bytes: u64,
+    pub(super) status: u16,
+    pub(super) first: Instant,
+    pub(super) end: Instant,
+    pub(super) bytes: u64,
 }
 
 /// Sends request `t` on a new stream of `open` and reads its response.
@@ -170,7 +170,7 @@ async fn exchange(ctx: &Ctx, open: &Open, t: u32) -> Result<Done, Failed> {
 impl Counts {
     /// A response: its latency from `began` (when it was due, in open loop), its time
     /// to first byte from when it was `sent`.
-    fn record(&mut self, endpoint: u16, began: Instant, sent: Instant, d: &Done) {
+    pub(super) fn record(&mut self, endpoint: u16, began: Instant, sent: Instant, d: &Done) {
         let us = us_between(began, d.end).max(1);
         self.stats.latency.saturating_record(us);
         self.interval.saturating_record(us);
@@ -190,7 +190,7 @@ impl Counts {
         self.stats.endpoint_response(endpoint, d.status, us);
     }
 
-    fn failed(&mut self, endpoint: u16, kind: ErrorKind) {
+    pub(super) fn failed(&mut self, endpoint: u16, kind: ErrorKind) {
         self.stats.errors[kind as usize] += 1;
         self.interval_errors += 1;
         self.stats.endpoint_error(endpoint);

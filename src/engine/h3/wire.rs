@@ -226,7 +226,7 @@ pub(super) fn head(mut b: &[u8]) -> Result<Head, Malformed> {
 
 /// A QUIC variable-length integer at the start of `b`: its value and length, or `None`
 /// when `b` holds only part of it.
-fn varint(b: &[u8]) -> Option<(u64, usize)> {
+pub(super) fn varint(b: &[u8]) -> Option<(u64, usize)> {
     let first = *b.first()?;
     let len = 1usize << (first >> 6);
     if b.len() < len {
