@@ -404,6 +404,31 @@ mod tests {
         );
     }
 
+    /// Regression (fresh-clone CI, tests/udp.rs h3 load through a 4 KiB QUIC buffer):
+    /// 32% of the datagrams dropped at Caddy's full buffer held 154 requests ≥ 112 ms at
+    /// once (QUIC's probe timeout, then the retransmission), no worker ever blocked, and
+    /// `event-loop-stall` was ranked above the drops that made it. A stall whose samples
+    /// caught a worker stopped or in disk wait still stands.
+    #[test]
+    fn dropped_datagrams_explain_the_stall_their_recovery_makes() {
+        let mut run = fixture("udp-receive-buffer-before");
+        // (This recording's own tail reaches 0.67 s at a 20 ms median: a 1 s stall.)
+        with_stall(&mut run, 1_000_000);
+        let found = diagnose(&run);
+        assert_eq!(found[0].id, "udp-receive-buffer-drops", "{:?}", ids(&found));
+        assert_explained(&found, "event-loop-stall", "udp-receive-buffer-drops");
+        let mut blocked = run.clone();
+        let samples = &mut blocked.evidence.as_mut().unwrap().samples;
+        let worker = samples[1]
+            .processes
+            .iter_mut()
+            .next()
+            .expect("a worker sampled");
+        worker.state = "D".into();
+        let found = diagnose(&blocked);
+        assert_eq!(kind_of(&found, "event-loop-stall"), Some(Kind::Bottleneck));
+    }
+
     /// Out of ports, the port search is part of running out: one finding first.
     #[test]
     fn exhausted_ports_explain_the_port_search() {

@@ -377,6 +377,22 @@ findings! {
         long: "Mechanism: a datagram arriving at a socket whose receive queue is full is dropped by the kernel (udp(7)), counted in Udp RcvbufErrors and InErrors and in the socket's drop count; QUIC sees loss, retransmits after its probe timeout and halves its congestion window. The buffer is what the server asked with SO_RCVBUF (doubled), capped at net.core.rmem_max: quic-go (Caddy) asks for 7 MB, nginx keeps net.core.rmem_default unless `listen ... rcvbuf=`.\n\
             Confirm: `nstat -az UdpRcvbufErrors Udp6RcvbufErrors`; `ss -uamn 'sport = :443'`: `skmem:(r…,rb…,…,d…)`, d growing; `sysctl net.core.rmem_max`; Caddy's log \"failed to sufficiently increase receive buffer size\".\n\
             Fix: `sysctl -w net.core.rmem_max=7500000` and restart the server (Caddy asks for it itself); nginx: `listen 443 quic reuseport rcvbuf=8m;`.",
+        explains: &[
+            // A dropped datagram holds every stream whose frames it carried until QUIC's
+            // probe timeout and the retransmission: many requests slow at once, with no
+            // worker blocked — the spikes and the empty slices of a stall (tests/udp.rs,
+            // an h3 load through a 4 KiB buffer: 154 requests ≥ 112 ms at once).
+            Explains {
+                consequence: FindingId::EventLoopStall,
+                why: "the slow requests waited for QUIC to find their dropped datagrams lost (its probe timeout) and send them again, many streams at once; no sample caught a worker stopped or blocked",
+                unless: Some(super::worker_seen_blocked),
+            },
+            Explains {
+                consequence: FindingId::ServerStalled,
+                why: "the streams were each waiting for a dropped datagram's retransmission, all at once in those slices; no blocked wait of a worker lines up with them",
+                unless: Some(super::stall_lined_up),
+            },
+        ],
     }
     QuicServerCpuBound = "quic-server-cpu-bound" {
         check: udp::quic_server_cpu_bound,
