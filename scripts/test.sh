@@ -9,12 +9,15 @@
 # - Side by side (TEST_JOBS at a time, 3 by default, the longest first): the binaries
 #   whose loads are built to give the same result on a busy machine (rate-limited or
 #   open-loop loads, counts from the server's own log, faults decisive whatever the host
-#   runs: tune's are tenfold, judged over interleaved A/B pairs). Much of their time is
-#   spent waiting for servers, sleeps and timeouts, not on a CPU.
+#   runs). Much of their time is spent waiting for servers, sleeps and timeouts, not on
+#   a CPU.
 # - Then one at a time, alone on the machine: the binaries whose diagnosis reads the
-#   host's quiet (QUIET below): lab worlds loaded to saturation, A/B pairs, the CI gate
-#   that refuses a Run while another process is busy, the profiler's sample count of a
-#   worker that must be on a CPU. A new test file runs side by side
+#   host's quiet or a client on time (QUIET below): lab worlds loaded to saturation,
+#   tune's baseline and A/B pairs (beside three other binaries its gzip worker made
+#   21/s instead of 115/s and nothing was found to tune), the CI gate that refuses a Run
+#   while another process is busy, the profiler's sample count of a worker that must be
+#   on a CPU, the open-loop schedules of sweep's ceiling and HTTP/3's stages (a starved
+#   client sent 420 of 450). A new test file runs side by side
 #   unless it is named here.
 #
 # Every binary runs whatever failed before (as `cargo test --no-fail-fast`); the exit
@@ -22,10 +25,10 @@
 set -uo pipefail
 cd "$(dirname "$0")/.."
 
-QUIET="lab diagnose_path diagnose_tails diagnose_time kinds udp ci profile"
+QUIET="lab tune diagnose_path diagnose_tails diagnose_time kinds udp ci profile sweep engine_h3"
 # Started first among the side-by-side ones (the longest, measured), so the lane ends
 # together; the others follow in name order.
-LONGEST="tune ray remote compare html history sweep hostile_channel engine_nginx engine_h3 diagnose_servers stages"
+LONGEST="ray remote compare html history hostile_channel engine_nginx diagnose_servers stages"
 JOBS=${TEST_JOBS:-3}
 CARGO=${CARGO:-cargo}
 LINK=()

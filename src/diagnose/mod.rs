@@ -330,6 +330,20 @@ mod tests {
         assert_eq!(f.because_of.as_deref(), Some(cause.to_string().as_str()));
     }
 
+    /// `run` with its first sampled worker caught in disk wait (state D) once: a stall
+    /// of the server's own.
+    fn with_a_worker_in_disk_wait(run: &Run) -> Run {
+        let mut blocked = run.clone();
+        let samples = &mut blocked.evidence.as_mut().unwrap().samples;
+        let worker = samples[1]
+            .processes
+            .iter_mut()
+            .next()
+            .expect("a worker sampled");
+        worker.state = "D".into();
+        blocked
+    }
+
     fn kind_of(found: &[Finding], id: &str) -> Option<Kind> {
         found.iter().find(|f| f.id == id).map(|f| f.kind)
     }
@@ -362,15 +376,7 @@ mod tests {
         let found = diagnose(&run);
         assert_eq!(kind_of(&found, "run-queue-delay"), Some(Kind::Bottleneck));
         assert_explained(&found, "event-loop-stall", "run-queue-delay");
-        let mut blocked = run.clone();
-        let samples = &mut blocked.evidence.as_mut().unwrap().samples;
-        let worker = samples[1]
-            .processes
-            .iter_mut()
-            .next()
-            .expect("a worker sampled");
-        worker.state = "D".into();
-        let found = diagnose(&blocked);
+        let found = diagnose(&with_a_worker_in_disk_wait(&run));
         assert_eq!(kind_of(&found, "event-loop-stall"), Some(Kind::Bottleneck));
     }
 
@@ -417,15 +423,7 @@ mod tests {
         let found = diagnose(&run);
         assert_eq!(found[0].id, "udp-receive-buffer-drops", "{:?}", ids(&found));
         assert_explained(&found, "event-loop-stall", "udp-receive-buffer-drops");
-        let mut blocked = run.clone();
-        let samples = &mut blocked.evidence.as_mut().unwrap().samples;
-        let worker = samples[1]
-            .processes
-            .iter_mut()
-            .next()
-            .expect("a worker sampled");
-        worker.state = "D".into();
-        let found = diagnose(&blocked);
+        let found = diagnose(&with_a_worker_in_disk_wait(&run));
         assert_eq!(kind_of(&found, "event-loop-stall"), Some(Kind::Bottleneck));
     }
 

@@ -30,8 +30,8 @@ use quinn_udp::{RecvMeta, Transmit, UdpSocketState};
 
 use super::resume::Handshake;
 use super::stream::{pick, Done};
-use super::{tick, wire, Counts, H3Worker, QuicSum, H3_NO_ERROR, RETRY_AFTER, WATCH};
-use crate::engine::stats::{latency_histogram, us_between, ErrorKind, ThreadStats};
+use super::{tick, wire, Counts, H3Worker, H3_NO_ERROR, RETRY_AFTER, WATCH};
+use crate::engine::stats::{us_between, ErrorKind, ThreadStats};
 use crate::engine::worker::{slice_of, TICK};
 
 /// Datagrams taken from the socket per receive call (recvmmsg), as quinn-udp batches.
@@ -116,16 +116,7 @@ impl H3Worker {
     /// The closed loop on quinn-proto (see the module note).
     pub(super) fn run_direct(self) -> io::Result<ThreadStats> {
         let max = self.timeout * 2 + Duration::from_secs(1);
-        let mut c = Counts {
-            stats: ThreadStats::new(max, self.order.endpoints),
-            interval: latency_histogram(max),
-            interval_responses: 0,
-            interval_errors: 0,
-            interval_bytes: 0,
-            in_flight: 0,
-            waiting: Vec::new(),
-            quic: QuicSum::default(),
-        };
+        let mut c = Counts::new(max, self.order.endpoints);
         let bind: SocketAddr = match self.addr {
             SocketAddr::V4(_) => (std::net::Ipv4Addr::UNSPECIFIED, 0).into(),
             SocketAddr::V6(_) => (std::net::Ipv6Addr::UNSPECIFIED, 0).into(),

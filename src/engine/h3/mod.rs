@@ -187,6 +187,22 @@ struct Counts {
     quic: QuicSum,
 }
 
+impl Counts {
+    /// Nothing counted yet; latencies up to `max` for `endpoints` endpoints.
+    fn new(max: Duration, endpoints: usize) -> Counts {
+        Counts {
+            stats: ThreadStats::new(max, endpoints),
+            interval: latency_histogram(max),
+            interval_responses: 0,
+            interval_errors: 0,
+            interval_bytes: 0,
+            in_flight: 0,
+            waiting: Vec::new(),
+            quic: QuicSum::default(),
+        }
+    }
+}
+
 /// A worker's state, shared by its tasks.
 struct Ctx {
     w: H3Worker,
@@ -234,16 +250,7 @@ impl H3Worker {
         let endpoints = self.order.endpoints;
         let slots = self.connections;
         let ctx = Rc::new(Ctx {
-            c: RefCell::new(Counts {
-                stats: ThreadStats::new(max, endpoints),
-                interval: latency_histogram(max),
-                interval_responses: 0,
-                interval_errors: 0,
-                interval_bytes: 0,
-                in_flight: 0,
-                waiting: Vec::new(),
-                quic: QuicSum::default(),
-            }),
+            c: RefCell::new(Counts::new(max, endpoints)),
             open: RefCell::new(vec![None; slots]),
             w: self,
             max,
