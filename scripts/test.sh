@@ -87,7 +87,20 @@ echo "     Clippy: --workspace --all-targets -D warnings"
 cat "$logs/clippy.out"
 [ "$rc" = 0 ] || failed+=("clippy")
 
-# One at a time, nothing else running.
+# One at a time, nothing else running: first, up to 30 s for what the side-by-side binaries
+# left ending (a Ray node's shutdown, a browser) — the CPUs over 15% busy in a second.
+cpu_busy_pct() {
+  local b1 t1 b2 t2
+  read -r b1 t1 < <(awk '/^cpu /{b=$2+$3+$4+$7+$8+$9; print b, b+$5+$6}' /proc/stat)
+  sleep 1
+  read -r b2 t2 < <(awk '/^cpu /{b=$2+$3+$4+$7+$8+$9; print b, b+$5+$6}' /proc/stat)
+  echo $(((b2 - b1) * 100 / (t2 > t1 ? t2 - t1 : 1)))
+}
+for _ in $(seq 30); do
+  pct=$(cpu_busy_pct)
+  [ "$pct" -lt 15 ] && break
+  echo "     waiting for a quiet host before the binaries that need one: CPUs ${pct}% busy"
+done
 for n in $QUIET; do
   [ -n "${bin[$n]:-}" ] || { failed+=("$n (not built)"); continue; }
   echo "     Running $n (${bin[$n]})"
