@@ -175,7 +175,32 @@ fn limit_from_log(c: &Ctx) -> Option<u64> {
 #[cfg(test)]
 mod tests {
     use crate::diagnose::testutil::{fires, fixture, with_log};
-    use crate::run::Run;
+    use crate::run::{Kind, Run};
+
+    /// Regression (fresh-clone CI, lab apache_workers_low, 2 threads): whole 100 ms slices
+    /// without a response while both threads were held, and `server-stalled` was ranked
+    /// above the limit that held them.
+    #[test]
+    fn a_pool_at_its_limit_explains_the_slices_it_left_empty() {
+        let mut run = fixture("apache-workers-16-before");
+        // Without the lock waits this recording also has (worker-blocked would explain the
+        // gaps): the threads held, not blocked.
+        run.evidence.as_mut().unwrap().offcpu = None;
+        let n = run.results.slices.len();
+        for s in &mut run.results.slices[2..n / 2] {
+            s.responses = 0;
+            s.errors = 0;
+        }
+        let found = crate::diagnose::diagnose(&run);
+        let ids: Vec<_> = found.iter().map(|f| (f.id.as_str(), f.kind)).collect();
+        assert_eq!(found[0].id, "connection-limit", "{ids:?}");
+        let stalled = found
+            .iter()
+            .find(|f| f.id == "server-stalled")
+            .expect("the empty slices are read");
+        assert_eq!(stalled.kind, Kind::Info, "{ids:?}");
+        assert_eq!(stalled.because_of.as_deref(), Some("connection-limit"));
+    }
 
     /// Apache at MaxRequestWorkers 16 with 100 connections (`lab run apache-workers
     /// --param threads=16`): its threads waited 38% of their time for the mmap lock. A
@@ -184,7 +209,6 @@ mod tests {
     /// The same waits in an event loop's workers stand beside the limit.
     #[test]
     fn a_pools_blocked_threads_are_beneath_its_limit() {
-        use crate::run::Kind;
         let run = fixture("apache-workers-16-before");
         for scale in [1.0, 2.0] {
             let mut run = run.clone();

@@ -369,6 +369,14 @@ findings! {
                 why: "at its limit the server closed kept-alive connections to make room for the waiting ones, and each reconnection paid for its set-up",
                 unless: Some(super::client_chose_few_requests),
             },
+            // A pool whose every thread is held by a connection answers nobody until one is
+            // let go (lab apache-workers at 2 threads: whole seconds of 100 ms slices without a
+            // response, then a burst when the client's timeout closed the holders).
+            Explains {
+                consequence: FindingId::ServerStalled,
+                why: "every thread the limit allows was held by a connection, and the requests waiting behind them were answered by nobody until one was let go; no blocked wait of a worker lines up with the gaps",
+                unless: Some(super::stall_lined_up),
+            },
         ],
     }
     UdpReceiveBufferDrops = "udp-receive-buffer-drops" {
