@@ -319,16 +319,8 @@ mod testutil;
 
 #[cfg(test)]
 mod tests {
-    use super::testutil::{fixture, with_mode, with_stall};
+    use super::testutil::{assert_explained, fixture, with_mode, with_stall};
     use super::*;
-
-    /// Asserts that finding `id` fired and was demoted to info, explained by `cause`.
-    fn assert_explained(found: &[Finding], id: &str, cause: &str) {
-        let f = found.iter().find(|f| f.id == id).expect("fires");
-        assert_eq!(f.kind, Kind::Info, "{:?}", ids(found));
-        assert!(f.explanation.contains(&format!("Explained by {cause}")));
-        assert_eq!(f.because_of.as_deref(), Some(cause.to_string().as_str()));
-    }
 
     /// `run` with its first sampled worker caught in disk wait (state D) once: a stall
     /// of the server's own.

@@ -101,3 +101,12 @@ pub fn with_stall(run: &mut Run, stall_us: u64) {
         s.max_us = stall_us;
     }
 }
+
+/// Asserts that finding `id` fired and was demoted to info, explained by `cause`.
+pub fn assert_explained(found: &[crate::run::Finding], id: &str, cause: &str) {
+    let f = found.iter().find(|f| f.id == id).expect("fires");
+    let ids: Vec<_> = found.iter().map(|f| (f.id.as_str(), f.kind)).collect();
+    assert_eq!(f.kind, crate::run::Kind::Info, "{ids:?}");
+    assert!(f.explanation.contains(&format!("Explained by {cause}")));
+    assert_eq!(f.because_of.as_deref(), Some(cause));
+}

@@ -174,7 +174,7 @@ fn limit_from_log(c: &Ctx) -> Option<u64> {
 
 #[cfg(test)]
 mod tests {
-    use crate::diagnose::testutil::{fires, fixture, with_log};
+    use crate::diagnose::testutil::{assert_explained, fires, fixture, with_log};
     use crate::run::{Kind, Run};
 
     /// Regression (fresh-clone CI, lab apache_workers_low, 2 threads): whole 100 ms slices
@@ -194,12 +194,7 @@ mod tests {
         let found = crate::diagnose::diagnose(&run);
         let ids: Vec<_> = found.iter().map(|f| (f.id.as_str(), f.kind)).collect();
         assert_eq!(found[0].id, "connection-limit", "{ids:?}");
-        let stalled = found
-            .iter()
-            .find(|f| f.id == "server-stalled")
-            .expect("the empty slices are read");
-        assert_eq!(stalled.kind, Kind::Info, "{ids:?}");
-        assert_eq!(stalled.because_of.as_deref(), Some("connection-limit"));
+        assert_explained(&found, "server-stalled", "connection-limit");
     }
 
     /// Apache at MaxRequestWorkers 16 with 100 connections (`lab run apache-workers
