@@ -330,15 +330,6 @@ fn bad_input_is_refused_with_exit_2() {
     assert!(String::from_utf8_lossy(&out.stderr).contains("KEY=VALUE"));
 }
 
-/// The worker processes of nginx's master `pid`.
-fn workers(pid: i32) -> Vec<i32> {
-    std::fs::read_to_string(format!("/proc/{pid}/task/{pid}/children"))
-        .unwrap_or_default()
-        .split_whitespace()
-        .filter_map(|s| s.parse().ok())
-        .collect()
-}
-
 /// A small seeded shuffle for the noise-only histories (SplitMix64, Fisher–Yates).
 fn shuffled(xs: &[f64], seed: u64) -> Vec<f64> {
     let mut state = seed;
@@ -397,7 +388,7 @@ fn a_real_20_percent_step_at_run_21_is_the_one_change_point() {
             let text = std::fs::read_to_string(&conf).unwrap();
             assert!(text.contains("echo_sleep 0.1;"));
             std::fs::write(&conf, text.replace("echo_sleep 0.1;", "echo_sleep 0.12;")).unwrap();
-            let old = workers(ng.pid());
+            let old = ng.workers();
             assert!(!old.is_empty());
             let st = std::process::Command::new("kill")
                 .args(["-HUP", &ng.pid().to_string()])
@@ -406,7 +397,7 @@ fn a_real_20_percent_step_at_run_21_is_the_one_change_point() {
             assert!(st.success());
             // Reloaded: the old workers gone, new ones there.
             common::wait_for("nginx's reload", || {
-                let now = workers(ng.pid());
+                let now = ng.workers();
                 !now.is_empty() && now.iter().all(|p| !old.contains(p))
             });
         }

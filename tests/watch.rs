@@ -120,21 +120,30 @@ fn listen_overflows_counted_in_the_servers_namespace() {
         "backlog=10",
     );
     let url = format!("http://{}:{}/1k.txt", ns.server_ip, ng.port);
-    // Stop the worker for part of the run so connections pile up in the accept queue:
-    // a burst the kernel must drop, whatever the speed of this machine.
-    let worker = std::fs::read_to_string(format!("/proc/{}/task/{}/children", ng.pid(), ng.pid()))
-        .unwrap()
-        .split_whitespace()
-        .next()
-        .unwrap()
-        .parse::<i32>()
-        .unwrap();
-    let stopper = std::thread::spawn(move || {
-        std::thread::sleep(std::time::Duration::from_millis(300));
-        unsafe { libc::kill(worker, libc::SIGSTOP) };
-        std::thread::sleep(std::time::Duration::from_millis(700));
-        unsafe { libc::kill(worker, libc::SIGCONT) };
-    });
+    // The worker is stopped before the load starts, so connections pile up in the accept
+    // queue and the kernel must drop a burst, whatever the speed of this machine; it goes
+    // on once the server's namespace has counted an overflow (and the 100 ms sampler has
+    // had time to see the full queue), or when the run is over.
+    let worker = *ng.workers().first().expect("nginx has a worker");
+    let overflows_now = {
+        let netstat = format!("/proc/{}/net/netstat", ng.pid());
+        move || listen_overflows(&std::fs::read_to_string(&netstat).unwrap_or_default())
+    };
+    let before = overflows_now();
+    // SAFETY: kill(2) on the worker of an nginx this test started.
+    unsafe { libc::kill(worker, libc::SIGSTOP) };
+    let done = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let stopper = {
+        let done = done.clone();
+        std::thread::spawn(move || {
+            while overflows_now() == before && !done.load(std::sync::atomic::Ordering::Relaxed) {
+                std::thread::sleep(std::time::Duration::from_millis(10));
+            }
+            std::thread::sleep(std::time::Duration::from_millis(500));
+            // SAFETY: as above.
+            unsafe { libc::kill(worker, libc::SIGCONT) };
+        })
+    };
     let pid = ng.pid().to_string();
     let run = run_json_in(
         &ns.client,
@@ -156,6 +165,7 @@ fn listen_overflows_counted_in_the_servers_namespace() {
             &url,
         ],
     );
+    done.store(true, std::sync::atomic::Ordering::Relaxed);
     stopper.join().unwrap();
     let ev = &run["evidence"];
     assert_eq!(ev["topology"]["netns"], format!("pid {pid}"));
@@ -185,6 +195,22 @@ fn listen_overflows_counted_in_the_servers_namespace() {
     // The accept queue plus the SYN queue share the backlog of 10, so the accept queue
     // alone levels off below it (seen here: 6-8) while ACKs overflow.
     assert!(q["max_queue"].as_u64().unwrap() >= 5, "{q}");
+}
+
+/// `TcpExt: ListenOverflows` in a `/proc/net/netstat` text.
+fn listen_overflows(netstat: &str) -> u64 {
+    let mut lines = netstat.lines();
+    while let (Some(names), Some(values)) = (lines.next(), lines.next()) {
+        if names.starts_with("TcpExt:") {
+            let i = names
+                .split_whitespace()
+                .position(|n| n == "ListenOverflows");
+            return i
+                .and_then(|i| values.split_whitespace().nth(i)?.parse().ok())
+                .unwrap_or(0);
+        }
+    }
+    0
 }
 
 /// A client pinned to one CPU records the machine's online CPUs, not its own affinity,

@@ -152,14 +152,17 @@ impl Nginx {
                 if let Ok(Some(_)) = child.try_wait() {
                     break;
                 }
-                // Ready once the port answers, from inside the namespace when there is one.
-                let up = match netns {
-                    None => TcpStream::connect(a).is_ok(),
-                    Some(ns) => in_netns(&format!("/run/netns/{ns}"), move || {
-                        TcpStream::connect_timeout(&a, Duration::from_millis(200)).is_ok()
-                    })
-                    .unwrap_or(false),
-                };
+                // Ready once the port answers, from inside the namespace when there is one,
+                // and the master has forked its workers: the master listens before it
+                // forks, so a port that answers may still have nobody to accept.
+                let up = !children(child.id() as i32).is_empty()
+                    && match netns {
+                        None => TcpStream::connect(a).is_ok(),
+                        Some(ns) => in_netns(&format!("/run/netns/{ns}"), move || {
+                            TcpStream::connect_timeout(&a, Duration::from_millis(200)).is_ok()
+                        })
+                        .unwrap_or(false),
+                    };
                 if up {
                     return Nginx { child, dir, port };
                 }
@@ -219,6 +222,11 @@ impl Nginx {
     /// The master's pid (the child process: `ip netns exec` execs nginx).
     pub fn pid(&self) -> i32 {
         self.child.id() as i32
+    }
+
+    /// The workers' pids (the master's children).
+    pub fn workers(&self) -> Vec<i32> {
+        children(self.pid())
     }
 
     /// The temp dir: config, pid file, logs; the docroot is `html/`.
@@ -314,7 +322,7 @@ pub(super) fn write_docroot(root: &Path) {
 
 /// Stops nginx's worker for `pause_ms` after `delay_ms`, as a blocking call would.
 pub fn stall_worker(ng: &Nginx, delay_ms: u64, pause_ms: u64) -> std::thread::JoinHandle<()> {
-    let worker = *children(ng.pid()).first().expect("nginx has a worker");
+    let worker = *ng.workers().first().expect("nginx has a worker");
     std::thread::spawn(move || {
         std::thread::sleep(Duration::from_millis(delay_ms));
         // SAFETY: kill(2) on the worker of an nginx this test started.
