@@ -372,6 +372,41 @@ mod tests {
         assert_eq!(kind_of(&found, "event-loop-stall"), Some(Kind::Bottleneck));
     }
 
+    /// Regression (tests/profile.rs beside other test binaries: a worker blocked 39% of
+    /// its time writing its log into a lagging FIFO also waited 504 ms/s for a CPU):
+    /// `run-queue-delay` made `worker-blocked` a warning beside it. A wait in I/O is no
+    /// CPU's doing: both stand as limits, each with its own evidence. A lock's waiters,
+    /// whose holder waited for a CPU, are the run queue's.
+    #[test]
+    fn waiting_for_a_cpu_explains_a_lock_wait_but_not_a_blocked_write() {
+        let mut run = fixture("blocking-log-before");
+        let busy = fixture("cpu-contention-before").evidence.unwrap().window;
+        let ev = run.evidence.as_mut().unwrap();
+        ev.window.other_processes = busy.other_processes;
+        for w in ev
+            .window
+            .processes
+            .iter_mut()
+            .filter(|p| p.role == crate::run::Role::Worker)
+        {
+            w.run_delay_ms_per_s = Some(500.0);
+            w.last_cpu = 1;
+        }
+        let found = diagnose(&run);
+        assert_eq!(kind_of(&found, "run-queue-delay"), Some(Kind::Bottleneck));
+        assert_eq!(
+            kind_of(&found, "worker-blocked"),
+            Some(Kind::Bottleneck),
+            "{:?}",
+            ids(&found)
+        );
+        let text = serde_json::to_string(&run).unwrap();
+        let locked: Run = serde_json::from_str(&text.replace("\"pipe\"", "\"lock\"")).unwrap();
+        let found = diagnose(&locked);
+        assert_eq!(found[0].id, "run-queue-delay", "{:?}", ids(&found));
+        assert_explained(&found, "worker-blocked", "run-queue-delay");
+    }
+
     /// Regression (fresh-clone CI, tests/upstream.rs: 12 connections over 2 php-fpm
     /// children computing a few ms each): the queue's wait made 66% of the requests
     /// 36-48 ms and `nagle-delayed-ack` was ranked above `upstream-saturated`. Bodies

@@ -245,6 +245,12 @@ fn worker_seen_blocked(stall: &Finding) -> bool {
     cites(stall, stalls::SEEN_BLOCKED) || cites(stall, stalls::BLOCKED_STALLS)
 }
 
+/// Workers blocked in I/O (a pipe whose reader lags, a disk, a socket), not in a lock:
+/// a wait no lack of a CPU makes.
+fn blocked_in_io(blocked: &Finding) -> bool {
+    cites(blocked, stalls::BLOCKED_IN_IO)
+}
+
 /// Gaps in the responses that lie inside a worker's blocked wait: a stall of the
 /// server's own, whatever the network lost meanwhile.
 fn stall_lined_up(stall: &Finding) -> bool {

@@ -20,6 +20,11 @@ pub(super) const BLOCKED_STALLS: &str = "worker stalls ≥ 10 ms blocked in a ca
 /// call holds only its own request, not every connection of an event loop.
 pub(super) const ONE_REQUEST_PER_THREAD: &str = "requests a blocked thread holds (a pool's thread)";
 
+/// The evidence saying the workers' top wait was I/O (a pipe, a socket, a disk), not a
+/// lock: another task's lack of a CPU cannot make it (a lock's holder waiting for a CPU
+/// can make a lock wait).
+pub(super) const BLOCKED_IN_IO: &str = "top wait in I/O (a pipe, socket or disk), not a lock";
+
 /// Front workers blocked in a call for a share of their time: what they blocked in
 /// (the call, the file, the kernel function), how often and how long, and the fix that
 /// follows from it.
@@ -87,6 +92,12 @@ pub(super) fn worker_blocked(c: &Ctx) -> Option<Finding> {
         fact("longest", top.max_ms, "ms"),
         fact("of them ≥ 10 ms", long as f64, "waits"),
     ];
+    if matches!(
+        top.class,
+        Some(OffClass::Disk | OffClass::Pipe | OffClass::Socket)
+    ) {
+        f.evidence.push(fact(BLOCKED_IN_IO, 1.0, "yes"));
+    }
     // A server of request pools (its concurrency knob is a pool: Apache, a servlet
     // container) serves one request per thread: a blocked thread holds only its own.
     let pooled = c.front_is_a_pool();

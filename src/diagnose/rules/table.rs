@@ -198,6 +198,14 @@ findings! {
                 why: "the workers were runnable and waiting for a CPU, and every connection a waiting worker holds waited with it; no sample caught a worker stopped or in disk wait",
                 unless: Some(super::worker_seen_blocked),
             },
+            // A lock's holder waiting for a CPU keeps the lock's waiters blocked: their
+            // waits are the run queue's. A wait in I/O (a pipe's reader lagging, a disk) is
+            // a limit of its own beside it.
+            Explains {
+                consequence: FindingId::WorkerBlocked,
+                why: "the workers waited for a lock whose holder was itself waiting for a CPU",
+                unless: Some(super::blocked_in_io),
+            },
         ],
     }
     WorkerBlocked = "worker-blocked" {
