@@ -149,11 +149,12 @@ fn connection_stages_open_and_close_connections() {
         (7..=8).contains(&up),
         "stage 3 ends at c8: {up} connections"
     );
-    // 8→2: closed as the target fell; at most 3 (the target 2.9→2 rounded up) in the
-    // last 0.3 s.
-    let down = conns(&logged[3], 7.7, 99.0);
+    // 8→2: closed as the target fell; at most 3 (the target 2.6→2 rounded up) in the
+    // last 0.2 s, and one more whose last request, sent before the target fell, was
+    // logged in them (40 ms each; later still on a busy host).
+    let down = conns(&logged[3], 7.8, 99.0);
     assert!(
-        (1..=3).contains(&down),
+        (1..=4).contains(&down),
         "stage 4 ends at c2: {down} connections"
     );
     // The stage of 8 connections sent more than the stage of 4.

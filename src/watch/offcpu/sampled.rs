@@ -512,7 +512,9 @@ mod tests {
             std::thread::sleep(Duration::from_millis(10));
         }
         assert!(seen, "the writer never blocked on its pipe");
-        std::thread::sleep(Duration::from_millis(200));
+        // Blocked 600 ms, of which the sampler must see 150: it may itself wait for a CPU
+        // on a busy host (beside other test binaries it saw 110 ms of a 200 ms block).
+        std::thread::sleep(Duration::from_millis(600));
         // Read all it writes (a read past the end would wait for ever: this test holds
         // the write end too).
         let mut sink = vec![0u8; 1 << 20];
