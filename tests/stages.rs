@@ -123,8 +123,10 @@ fn connection_stages_open_and_close_connections() {
     let logged = per_stage(&run, &log);
     for (i, (st, seen)) in stages.iter().zip(&logged).enumerate() {
         let counted = st["requests"].as_u64().unwrap() as f64;
+        // A request in flight at a stage's edge may be logged on one side of it and
+        // read on the other: at most the 8 connections' worth, beyond the 2%.
         assert!(
-            (seen.len() as f64 - counted).abs() <= counted * 0.02,
+            (seen.len() as f64 - counted).abs() <= counted * 0.02 + 8.0,
             "stage {i} ({}): nginx logged {} requests, loadlens counted {counted}",
             st["stage"],
             seen.len()
