@@ -212,19 +212,10 @@ fn without_perf_the_off_cpu_time_is_sampled_from_proc() {
     // core (busy machine), never below 10 Hz.
     let hz = off["sampled_hz"].as_u64().unwrap();
     assert!((10..=100).contains(&hz), "{off}");
-    // The blocked worker is the run's bottleneck: first, or beside a wait for a CPU when
-    // a busy host made one (a limit of its own: no lack of a CPU blocks a write).
-    let findings = run["findings"].as_array().unwrap();
-    let top = findings
-        .iter()
-        .find(|f| f["id"] == "worker-blocked")
-        .unwrap_or_else(|| panic!("no worker-blocked: {}", run["findings"]));
-    assert_eq!(top["kind"], "bottleneck", "{}", run["findings"]);
-    assert!(
-        ["worker-blocked", "run-queue-delay"].contains(&findings[0]["id"].as_str().unwrap()),
-        "{}",
-        run["findings"]
-    );
+    // The blocked worker is the run's bottleneck, first (on a busy host a wait for a CPU
+    // may stand beside it: no lack of a CPU blocks a write).
+    let top = &run["findings"][0];
+    assert_eq!(top["id"], "worker-blocked", "{}", run["findings"]);
     let title = top["title"].as_str().unwrap();
     assert!(
         title.contains("write() on ") && title.contains("access.fifo"),

@@ -181,7 +181,35 @@ fn one_bottleneck(found: &mut [Finding], model: Option<&crate::run::RequestPath>
                 .copied()
         })
         .unwrap_or(first);
+    // A cause of latency alone (a wait for a CPU, a stall) leaves a limit on the rate of
+    // the server's own standing, and that limit comes first: a server closing every
+    // connection, a worker blocked writing its log, whatever else the host ran. Each
+    // has evidence the other cannot produce (what the rules' tables did not explain is
+    // still a bottleneck here), so both stay bottlenecks.
+    let latency_only = |f: &Finding| FindingId::of(f).is_some_and(|id| id.row().latency_only);
+    let server_rate_limit = |f: &Finding| {
+        FindingId::of(f).is_some_and(|id| {
+            let row = id.row();
+            !row.latency_only && row.tier != rules::Tier::Client && row.queue_consequence.is_none()
+        })
+    };
+    let (main, was_first) = match bottlenecks
+        .iter()
+        .copied()
+        .find(|&i| latency_only(&found[main]) && server_rate_limit(&found[i]))
+    {
+        Some(rate) => (rate, Some(main)),
+        None => (main, None),
+    };
     let cause = found[main].id.clone();
+    if let Some(w) = was_first {
+        let below = found[main].confidence * 0.99;
+        let f = &mut found[w];
+        f.confidence = f.confidence.min(below);
+        f.explanation.push_str(&format!(
+            " Beside {cause} (above), which sets the rate: this wait adds to the latency of the requests it catches."
+        ));
+    }
     // A queue in front of the bottleneck tier: the drops' retries (a warning of their
     // own) are its consequences too.
     let queued = model.is_some_and(|m| {
@@ -210,9 +238,12 @@ fn one_bottleneck(found: &mut [Finding], model: Option<&crate::run::RequestPath>
             .iter()
             .any(|e| f.id == e.consequence && e.unless.is_some_and(|u| u(f)))
     };
+    let standing: Vec<bool> = (0..found.len())
+        .map(|i| independent(&found[i]) || Some(i) == was_first)
+        .collect();
     for i in bottlenecks.into_iter().filter(|&i| i != main) {
         let f = &mut found[i];
-        if independent(f) {
+        if standing[i] {
             continue;
         }
         match queue_consequence(f) {
@@ -375,8 +406,8 @@ mod tests {
     /// Regression (tests/profile.rs beside other test binaries: a worker blocked 39% of
     /// its time writing its log into a lagging FIFO also waited 504 ms/s for a CPU):
     /// `run-queue-delay` made `worker-blocked` a warning beside it. A wait in I/O is no
-    /// CPU's doing: both stand as limits, each with its own evidence. A lock's waiters,
-    /// whose holder waited for a CPU, are the run queue's.
+    /// CPU's doing: both stand as limits, each with its own evidence, the one on the rate
+    /// first. A lock's waiters, whose holder waited for a CPU, are the run queue's.
     #[test]
     fn waiting_for_a_cpu_explains_a_lock_wait_but_not_a_blocked_write() {
         let mut run = fixture("blocking-log-before");
@@ -393,13 +424,9 @@ mod tests {
             w.last_cpu = 1;
         }
         let found = diagnose(&run);
+        // The blocking sets the rate and comes first; the wait for a CPU stands beside it.
+        assert_eq!(found[0].id, "worker-blocked", "{:?}", ids(&found));
         assert_eq!(kind_of(&found, "run-queue-delay"), Some(Kind::Bottleneck));
-        assert_eq!(
-            kind_of(&found, "worker-blocked"),
-            Some(Kind::Bottleneck),
-            "{:?}",
-            ids(&found)
-        );
         let text = serde_json::to_string(&run).unwrap();
         let locked: Run = serde_json::from_str(&text.replace("\"pipe\"", "\"lock\"")).unwrap();
         let found = diagnose(&locked);
