@@ -88,6 +88,14 @@ pub struct LiveCount {
     pub errors: std::sync::atomic::AtomicU64,
 }
 
+impl LiveCount {
+    /// A worker's responses and errors so far, for the progress line.
+    pub(super) fn publish(&self, stats: &ThreadStats) {
+        self.responses.store(stats.responses, Ordering::Relaxed);
+        self.errors.store(stats.error_total(), Ordering::Relaxed);
+    }
+}
+
 pub(super) struct Loop<'a, T: Transport> {
     pub(super) w: &'a Worker<T>,
     /// The epoll poller; `None` in the io_uring loop (`uring/`), which shares the rest.
@@ -217,12 +225,7 @@ impl<T: Transport> Worker<T> {
             {
                 std::thread::sleep(hold);
             }
-            self.live
-                .responses
-                .store(lp.stats.responses, Ordering::Relaxed);
-            self.live
-                .errors
-                .store(lp.stats.error_total(), Ordering::Relaxed);
+            self.live.publish(&lp.stats);
             let now = Instant::now();
             while let Some(&Reverse((due, i))) = lp.paced.peek() {
                 if due > now {
