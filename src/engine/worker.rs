@@ -88,14 +88,6 @@ pub struct LiveCount {
     pub errors: std::sync::atomic::AtomicU64,
 }
 
-impl LiveCount {
-    /// A worker's responses and errors so far, for the progress line.
-    pub(super) fn publish(&self, stats: &ThreadStats) {
-        self.responses.store(stats.responses, Ordering::Relaxed);
-        self.errors.store(stats.error_total(), Ordering::Relaxed);
-    }
-}
-
 pub(super) struct Loop<'a, T: Transport> {
     pub(super) w: &'a Worker<T>,
     /// The epoll poller; `None` in the io_uring loop (`uring/`), which shares the rest.
