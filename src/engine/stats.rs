@@ -280,3 +280,13 @@ pub struct Tick {
     /// The worker's final tick: it has stopped.
     pub last: bool,
 }
+
+impl super::worker::LiveCount {
+    /// A worker's responses and errors so far, for the progress line.
+    pub(super) fn publish(&self, stats: &ThreadStats) {
+        self.responses
+            .store(stats.responses, std::sync::atomic::Ordering::Relaxed);
+        self.errors
+            .store(stats.error_total(), std::sync::atomic::Ordering::Relaxed);
+    }
+}

@@ -217,12 +217,7 @@ impl<T: Transport> Worker<T> {
             {
                 std::thread::sleep(hold);
             }
-            self.live
-                .responses
-                .store(lp.stats.responses, Ordering::Relaxed);
-            self.live
-                .errors
-                .store(lp.stats.error_total(), Ordering::Relaxed);
+            self.live.publish(&lp.stats);
             let now = Instant::now();
             while let Some(&Reverse((due, i))) = lp.paced.peek() {
                 if due > now {

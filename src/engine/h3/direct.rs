@@ -1,44 +1,43 @@
 //! The HTTP/3 closed loop (no `-R`/`--replay` pacing, no `--connreqs`, no 0-RTT) on
 //! `quinn-proto` driven by the worker's own loop: one non-blocking UDP socket per
-//! worker through quinn-udp (recvmmsg with GRO, sendmsg with GSO), every datagram
-//! waiting handled, the next requests written, and only then each connection's packets
-//! drained — so ACKs ride on request packets — then `ppoll` until a datagram, the next
-//! QUIC timer, tick or deadline. HTTP/3 on top is small: a control stream with an empty
-//! SETTINGS (no QPACK dynamic table, so no QPACK streams), the server's control stream
-//! read for GOAWAY (no new request on that connection; a new one once its requests are
-//! answered), and the request streams of `wire.rs`.
+//! worker, connected to the server (`udp.rs`: recvmmsg with GRO, one sendmmsg per wake
+//! with GSO), every datagram waiting handled, the next requests written, each
+//! connection's packets drained — so ACKs ride on request packets — and sent together,
+//! then `ppoll` until a datagram, the next QUIC timer, tick or deadline. HTTP/3 on top
+//! is small: a control stream with an empty SETTINGS (no QPACK dynamic table, so no
+//! QPACK streams), the server's control stream read for GOAWAY (no new request on that
+//! connection; a new one once its requests are answered), and the request streams of
+//! `wire.rs`.
 //!
 //! DESIGN: measured against quinn's tokio tasks (`bench/h3-cost`, `LOADLENS_H3_QUINN=1`
 //! keeps that path for the bench): a quarter less client CPU per response, mostly fewer
-//! system calls (one `ppoll`, one `recvmmsg` and one `sendmsg` per wake instead of the
+//! system calls (one `ppoll`, one `recvmmsg` and one `sendmmsg` per wake instead of the
 //! endpoint and connection driver tasks' each) and fewer bare ACKs. The open loop,
 //! `--connreqs` and `--resume 0rtt` stay on quinn (`mod.rs`).
 
-use std::io::{self, IoSliceMut};
-use std::net::{SocketAddr, UdpSocket};
-use std::os::fd::AsRawFd;
+use std::io;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use bytes::{Bytes, BytesMut};
+use bytes::Bytes;
 use quinn_proto::{
     ConnectionError, ConnectionHandle, DatagramEvent, Dir, Endpoint, EndpointConfig, Event,
     ReadError, StreamEvent, StreamId,
 };
-use quinn_udp::{RecvMeta, Transmit, UdpSocketState};
 
 use super::resume::Handshake;
 use super::stream::{pick, Done};
+use super::udp::{Datagram, Udp};
 use super::{tick, wire, Counts, H3Worker, H3_NO_ERROR, RETRY_AFTER, WATCH};
 use crate::engine::stats::{us_between, ErrorKind, ThreadStats};
 use crate::engine::worker::{slice_of, TICK};
 
-/// Datagrams taken from the socket per receive call (recvmmsg), as quinn-udp batches.
-const BATCH: usize = 32;
 /// The control stream's bytes: stream type 0 and an empty SETTINGS frame (every setting
 /// at its default: QPACK dynamic table 0, no blocked streams).
 const CONTROL: [u8; 3] = [0x00, 0x04, 0x00];
+/// How long the run's end waits for its connections' closes to be sent.
+const CLOSE_WAIT: Duration = Duration::from_millis(100);
 /// HTTP/3's GOAWAY frame type (RFC 9114 §7.2.6).
 const GOAWAY: u64 = 0x7;
 
@@ -77,70 +76,19 @@ struct Conn {
     held: Vec<u64>,
 }
 
-/// The socket, its quinn-udp state and the buffer packets are built in.
-struct Io {
-    sock: UdpSocket,
-    state: UdpSocketState,
-    segments: usize,
-    buf: Vec<u8>,
-}
-
-impl Io {
-    /// Every packet connection `q` has to send now.
-    fn flush(&mut self, q: &mut quinn_proto::Connection, now: Instant) {
-        while let Some(t) = q.poll_transmit(now, self.segments, &mut self.buf) {
-            self.send(&t);
-        }
-    }
-
-    /// One transmit (several datagrams with GSO); one the socket cannot take now is
-    /// lost to QUIC's recovery, as on a full path.
-    fn send(&mut self, t: &quinn_proto::Transmit) {
-        let _ = self.state.try_send(
-            (&self.sock).into(),
-            &Transmit {
-                destination: t.destination,
-                ecn: t
-                    .ecn
-                    .and_then(|e| quinn_udp::EcnCodepoint::from_bits(e as u8)),
-                contents: &self.buf[..t.size],
-                segment_size: t.segment_size,
-                src_ip: t.src_ip,
-            },
-        );
-        self.buf.clear();
-    }
-}
-
 impl H3Worker {
     /// The closed loop on quinn-proto (see the module note).
     pub(super) fn run_direct(self) -> io::Result<ThreadStats> {
         let max = self.timeout * 2 + Duration::from_secs(1);
         let mut c = Counts::new(max, self.order.endpoints);
-        let bind: SocketAddr = match self.addr {
-            SocketAddr::V4(_) => (std::net::Ipv4Addr::UNSPECIFIED, 0).into(),
-            SocketAddr::V6(_) => (std::net::Ipv6Addr::UNSPECIFIED, 0).into(),
-        };
-        let sock = UdpSocket::bind(bind)?;
-        let state = UdpSocketState::new((&sock).into())?;
-        sock.set_nonblocking(true)?;
+        let mut io = Udp::connect(self.addr)?;
         let mut ep = Endpoint::new(
             Arc::new(EndpointConfig::default()),
             None,
-            !state.may_fragment(),
+            !io.may_fragment(),
             None,
         );
-        let segments = state.max_gso_segments();
-        let stride = 1500 * state.gro_segments().max(1);
-        let mut io = Io {
-            sock,
-            state,
-            segments,
-            buf: Vec::with_capacity(1500 * segments),
-        };
-        let mut rbuf = vec![0u8; stride * BATCH];
-        let mut bufs: Vec<IoSliceMut> = rbuf.chunks_mut(stride).map(IoSliceMut::new).collect();
-        let mut meta = [RecvMeta::default(); BATCH];
+        let mut got: Vec<Datagram> = Vec::new();
         let mut conns: Vec<Option<Conn>> = (0..self.connections).map(|_| None).collect();
         // When each empty slot connects next, and the claims its last connection held.
         let mut retry: Vec<Option<Instant>> = vec![Some(self.start); self.connections];
@@ -163,12 +111,7 @@ impl H3Worker {
                 while next_tick <= now {
                     next_tick += TICK;
                 }
-                self.live
-                    .responses
-                    .store(c.stats.responses, Ordering::Relaxed);
-                self.live
-                    .errors
-                    .store(c.stats.error_total(), Ordering::Relaxed);
+                self.live.publish(&c.stats);
             }
             // A connection for each slot without one, claimed before connecting: none is
             // opened that could never send.
@@ -212,28 +155,17 @@ impl H3Worker {
                 }
             }
             // Every datagram waiting.
-            while let Ok(n) = io.state.recv((&io.sock).into(), &mut bufs, &mut meta) {
-                for (m, buf) in meta[..n].iter().zip(bufs.iter()) {
-                    let ecn = m
-                        .ecn
-                        .and_then(|e| quinn_proto::EcnCodepoint::from_bits(e as u8));
-                    for seg in buf[..m.len].chunks(m.stride.max(1)) {
-                        let data = BytesMut::from(seg);
-                        match ep.handle(now, m.addr, m.dst_ip, ecn, data, &mut io.buf) {
-                            Some(DatagramEvent::ConnectionEvent(h, ev)) => {
-                                let mut open = conns.iter_mut().flatten().chain(&mut closing);
-                                if let Some(conn) = open.find(|x| x.handle == h) {
-                                    conn.q.handle_event(ev);
-                                }
-                            }
-                            Some(DatagramEvent::Response(t)) => io.send(&t),
-                            _ => io.buf.clear(),
+            io.receive(&mut got);
+            for d in got.drain(..) {
+                match ep.handle(now, d.from, d.to, d.ecn, d.data, &mut io.buf) {
+                    Some(DatagramEvent::ConnectionEvent(h, ev)) => {
+                        let mut open = conns.iter_mut().flatten().chain(&mut closing);
+                        if let Some(conn) = open.find(|x| x.handle == h) {
+                            conn.q.handle_event(ev);
                         }
                     }
-                }
-                // Fewer than a batch: the queue is empty (no call just to hear EAGAIN).
-                if n < BATCH {
-                    break;
+                    Some(DatagramEvent::Response(t)) => io.queue(&t),
+                    _ => io.buf.clear(),
                 }
             }
             // Timers, each connection's events and next requests, then its packets.
@@ -290,6 +222,8 @@ impl H3Worker {
                 }
                 !conn.q.is_drained()
             });
+            // The wake's packets, all connections' in one call.
+            io.send();
             if spent && conns.iter().all(Option::is_none) && carried.iter().all(Vec::is_empty) {
                 break;
             }
@@ -306,18 +240,7 @@ impl H3Worker {
             for at in retry.iter().flatten() {
                 wake = wake.min(*at);
             }
-            let wait = wake.saturating_duration_since(Instant::now());
-            let ts = libc::timespec {
-                tv_sec: wait.as_secs() as libc::time_t,
-                tv_nsec: wait.subsec_nanos() as libc::c_long,
-            };
-            let mut pfd = libc::pollfd {
-                fd: io.sock.as_raw_fd(),
-                events: libc::POLLIN,
-                revents: 0,
-            };
-            // SAFETY: one valid pollfd, a valid timespec, no signal mask.
-            unsafe { libc::ppoll(&mut pfd, 1, &ts, std::ptr::null()) };
+            io.wait(libc::POLLIN, wake.saturating_duration_since(Instant::now()));
         }
         // The connections still open when the run ended: a close the server sees at
         // once, their counters; requests on the wire are in flight, neither response
@@ -328,6 +251,10 @@ impl H3Worker {
             io.flush(&mut conn.q, now);
             c.quic.add(&conn.q.stats(), max);
         }
+        // The closes handed to the kernel, waiting (<= 100 ms) for room in the socket's
+        // buffer: a close dropped here would leave the server's side of its connection
+        // open until its idle timeout.
+        io.send_by(now + CLOSE_WAIT);
         c.stats.in_flight = c.in_flight;
         self.quic
             .lock()

@@ -33,6 +33,7 @@ mod quic;
 mod resume;
 mod setup;
 mod stream;
+mod udp;
 mod wire;
 
 use super::stats::{latency_histogram, us_between, ThreadStats, Tick};
@@ -358,10 +359,7 @@ async fn ticker(ctx: Rc<Ctx>) -> Instant {
         }
         {
             let c = ctx.c.borrow();
-            w.live.responses.store(c.stats.responses, Ordering::Relaxed);
-            w.live
-                .errors
-                .store(c.stats.error_total(), Ordering::Relaxed);
+            w.live.publish(&c.stats);
         }
         let mut wake = next_tick.min(now + WATCH);
         if let Some(d) = w.deadline {

@@ -14,6 +14,8 @@
 //! field section without building it (Huffman strings through the HTTP/2 decoder's
 //! `huffman_decode`).
 
+use std::cell::RefCell;
+
 use bytes::{BufMut, Bytes, BytesMut};
 
 use super::qpack_table::STATIC;
@@ -152,7 +154,7 @@ fn decoded((huffman, raw): (bool, &[u8]), into: Option<&mut Vec<u8>>) -> Result<
         }
         (false, None) => Ok(raw.len()),
         (true, Some(v)) => huffman_decode(raw, |c| v.push(c)).map_err(|_| Malformed),
-        (true, None) => huffman_decode(raw, |_| {}).map_err(|_| Malformed),
+        (true, None) => huffman_len(raw),
     }
 }
 
@@ -222,6 +224,44 @@ pub(super) fn head(mut b: &[u8]) -> Result<Head, Malformed> {
         status: status.ok_or(Malformed)?,
         bytes,
     })
+}
+
+/// How many Huffman-coded values `huffman_len` keeps.
+const KEPT: usize = 16;
+
+/// Huffman-coded values and their decoded lengths, and the slot the next one replaces.
+type Kept = (Vec<(Box<[u8]>, usize)>, usize);
+
+thread_local! {
+    /// The Huffman-coded values last decoded on this thread.
+    static VALUES: RefCell<Kept> = const { RefCell::new((Vec::new(), 0)) };
+}
+
+/// A Huffman-coded value's decoded length, kept for the values seen again: this client
+/// announces no QPACK dynamic table, so a server sends every response's fields as
+/// literals, the same values each time (quic-go in an order of its map's, so a whole
+/// section rarely repeats); decoding them was 4% of the client's CPU per response
+/// (perf, `bench/h3-cost`). Only a value decoded without error is kept.
+fn huffman_len(raw: &[u8]) -> Result<usize, Malformed> {
+    VALUES.with_borrow_mut(|(kept, next)| {
+        if let Some(&(_, n)) = kept.iter().find(|(k, _)| **k == *raw) {
+            return Ok(n);
+        }
+        let n = huffman_decode(raw, |_| {}).map_err(|_| Malformed)?;
+        if kept.len() < KEPT {
+            kept.push((raw.into(), n));
+        } else {
+            kept[*next] = (raw.into(), n);
+            *next = (*next + 1) % KEPT;
+        }
+        Ok(n)
+    })
+}
+
+/// Field section `b`'s head when its status is final (interim 1xx ones are skipped).
+fn final_head(b: &[u8]) -> Result<Option<Head>, Malformed> {
+    let h = head(b)?;
+    Ok((!(100..200).contains(&h.status)).then_some(h))
 }
 
 /// A QUIC variable-length integer at the start of `b`: its value and length, or `None`
@@ -307,27 +347,45 @@ impl Reader {
                         self.block.clear();
                     }
                     self.at = At::Payload(kind, len);
+                    if len == 0 {
+                        // An empty frame: an empty field section is malformed.
+                        self.at = At::Prefix;
+                        if kind == HEADERS && self.head.is_none() {
+                            if let Some(h) = final_head(&[])? {
+                                self.head = Some(h);
+                                done = Some(h);
+                            }
+                        }
+                    }
                 }
                 At::Payload(kind, left) => {
                     let n = left.min(c.len() as u64) as usize;
+                    let (payload, rest) = c.split_at(n);
+                    c = rest;
+                    self.at = At::Payload(kind, left - n as u64);
                     match kind {
                         DATA => self.body += n as u64,
-                        HEADERS if self.head.is_none() => self.block.extend_from_slice(&c[..n]),
+                        HEADERS if self.head.is_none() => {
+                            // A field section whole in this chunk (the usual case) is
+                            // read where it is; one split across chunks is gathered.
+                            let whole = self.block.is_empty() && n as u64 == left;
+                            if !whole {
+                                self.block.extend_from_slice(payload);
+                            }
+                            if n as u64 == left {
+                                let section = if whole { payload } else { &self.block };
+                                if let Some(h) = final_head(section)? {
+                                    self.head = Some(h);
+                                    done = Some(h);
+                                }
+                            }
+                        }
                         _ => {}
                     }
-                    c = &c[n..];
-                    self.at = At::Payload(kind, left - n as u64);
                 }
             }
-            if let At::Payload(kind, 0) = self.at {
+            if let At::Payload(_, 0) = self.at {
                 self.at = At::Prefix;
-                if kind == HEADERS && self.head.is_none() {
-                    let h = head(&self.block)?;
-                    if !(100..200).contains(&h.status) {
-                        self.head = Some(h);
-                        done = Some(h);
-                    }
-                }
             }
         }
         Ok(done)
@@ -470,5 +528,26 @@ mod tests {
         assert_eq!(r.end(), Err(Malformed));
         assert_eq!(Reader::new().take(&[0x00, 1, 0]), Err(Malformed));
         assert_eq!(Reader::new().take(&[0x04, 0]), Err(Malformed));
+        // An empty HEADERS frame, whole or cut after its prefix: malformed.
+        assert_eq!(Reader::new().take(&[0x01, 0]), Err(Malformed));
+        let mut r = Reader::new();
+        assert_eq!(r.take(&[0x01, 0, 0x00, 1, b'a']), Err(Malformed));
+    }
+
+    /// A value seen again reads as decoded; more values than are kept, and a malformed
+    /// one (not kept), read as decoded too.
+    #[test]
+    fn huffman_values_seen_again_read_as_decoded() {
+        let words: Vec<Vec<u8>> = (0..KEPT * 2 + 3)
+            .map(|i| format!("value-{i}-{}", "x".repeat(i)).into_bytes())
+            .collect();
+        for _ in 0..3 {
+            for w in &words {
+                assert_eq!(huffman_len(&huffman(w)), Ok(w.len()));
+            }
+            assert_eq!(huffman_len(&huffman(&words[0])), Ok(words[0].len()));
+            // Padding that is not all ones.
+            assert_eq!(huffman_len(&[0x00]), Err(Malformed));
+        }
     }
 }

@@ -292,12 +292,7 @@ impl Uring<'_> {
             }
             cqes.clear();
             self.bufs.publish();
-            w.live
-                .responses
-                .store(self.lp.stats.responses, Ordering::Relaxed);
-            w.live
-                .errors
-                .store(self.lp.stats.error_total(), Ordering::Relaxed);
+            w.live.publish(&self.lp.stats);
             let now = Instant::now();
             while let Some(&std::cmp::Reverse((due, i))) = self.lp.paced.peek() {
                 if due > now {
