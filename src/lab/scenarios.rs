@@ -307,8 +307,10 @@ pub fn all() -> Vec<Scenario> {
                 // faster machine may fill the link again with compressed pages).
                 label: "requests/s",
                 read: |r| Some(r.results.requests_per_s),
-                // measured 9 → 772 req/s: ×85 on a 2-core machine.
-                moves: Moves::Up(10.0),
+                // measured 9 → 772 req/s: ×85 on a 2-core machine at 100 Mbit/s; at 200
+                // (the range's high end) the link carries twice the pages and the fix is
+                // the CPU's: 21 → 192 req/s (×9.2) in a fresh clone's lab.
+                moves: Moves::Up(5.0),
             },
             build: |w, fixed| {
                 let mbit = w.param("mbit", 100, 50..=200)?;
