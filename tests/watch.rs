@@ -127,7 +127,13 @@ fn listen_overflows_counted_in_the_servers_namespace() {
     let worker = *ng.workers().first().expect("nginx has a worker");
     let overflows_now = {
         let netstat = format!("/proc/{}/net/netstat", ng.pid());
-        move || listen_overflows(&std::fs::read_to_string(&netstat).unwrap_or_default())
+        move || {
+            let text = std::fs::read_to_string(&netstat).unwrap_or_default();
+            loadlens::sys::procfs::parse_snmp(&text)
+                .get("TcpExt.ListenOverflows")
+                .copied()
+                .unwrap_or(0)
+        }
     };
     let before = overflows_now();
     // SAFETY: kill(2) on the worker of an nginx this test started.
@@ -195,22 +201,6 @@ fn listen_overflows_counted_in_the_servers_namespace() {
     // The accept queue plus the SYN queue share the backlog of 10, so the accept queue
     // alone levels off below it (seen here: 6-8) while ACKs overflow.
     assert!(q["max_queue"].as_u64().unwrap() >= 5, "{q}");
-}
-
-/// `TcpExt: ListenOverflows` in a `/proc/net/netstat` text.
-fn listen_overflows(netstat: &str) -> u64 {
-    let mut lines = netstat.lines();
-    while let (Some(names), Some(values)) = (lines.next(), lines.next()) {
-        if names.starts_with("TcpExt:") {
-            let i = names
-                .split_whitespace()
-                .position(|n| n == "ListenOverflows");
-            return i
-                .and_then(|i| values.split_whitespace().nth(i)?.parse().ok())
-                .unwrap_or(0);
-        }
-    }
-    0
 }
 
 /// A client pinned to one CPU records the machine's online CPUs, not its own affinity,

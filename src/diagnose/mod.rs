@@ -193,11 +193,15 @@ fn one_bottleneck(found: &mut [Finding], model: Option<&crate::run::RequestPath>
             !row.latency_only && row.tier != rules::Tier::Client && row.queue_consequence.is_none()
         })
     };
-    let (main, was_first) = match bottlenecks
-        .iter()
-        .copied()
-        .find(|&i| latency_only(&found[main]) && server_rate_limit(&found[i]))
-    {
+    let rate_limit = latency_only(&found[main])
+        .then(|| {
+            bottlenecks
+                .iter()
+                .copied()
+                .find(|&i| server_rate_limit(&found[i]))
+        })
+        .flatten();
+    let (main, was_first) = match rate_limit {
         Some(rate) => (rate, Some(main)),
         None => (main, None),
     };
@@ -238,12 +242,9 @@ fn one_bottleneck(found: &mut [Finding], model: Option<&crate::run::RequestPath>
             .iter()
             .any(|e| f.id == e.consequence && e.unless.is_some_and(|u| u(f)))
     };
-    let standing: Vec<bool> = (0..found.len())
-        .map(|i| independent(&found[i]) || Some(i) == was_first)
-        .collect();
     for i in bottlenecks.into_iter().filter(|&i| i != main) {
         let f = &mut found[i];
-        if standing[i] {
+        if Some(i) == was_first || independent(f) {
             continue;
         }
         match queue_consequence(f) {
