@@ -229,3 +229,45 @@ fn bad_stages_exit_2_saying_what_is_wrong() {
         assert!(stderr.contains(says), "{args:?}: {stderr}");
     }
 }
+
+#[test]
+fn a_schedule_the_connections_cannot_keep_up_with_counts_what_was_not_sent() {
+    // Two php-fpm children at 200 ms a request: the 2 connections send at most 10/s
+    // while the schedule has 60 due in its 2 s (a ramp to 40/s, then 40/s). What was
+    // due and never sent is the client's, counted apart from what was sent.
+    let php = PhpFpm::start(2, 200);
+    let ng = Nginx::start("", &php.location());
+    let run = run_json(&[
+        &ng.url("/app.php"),
+        "--stages",
+        "1s:40,1s:40",
+        "-c",
+        "2",
+        "-t",
+        "1",
+        "--no-watch",
+    ]);
+    let r = &run["results"];
+    let n = |k: &str| r[k].as_u64().unwrap_or_else(|| panic!("{k} in {r}"));
+    let (responses, in_flight, unsent) = (
+        n("responses"),
+        n("in_flight_at_end"),
+        n("due_unsent_at_end"),
+    );
+    let errors: u64 = r["errors"]
+        .as_object()
+        .unwrap()
+        .values()
+        .map(|v| v.as_u64().unwrap())
+        .sum();
+    assert_eq!(errors, 0, "{r}");
+    assert_eq!(
+        responses + in_flight + unsent,
+        60,
+        "{responses} responses + {in_flight} in flight + {unsent} due unsent"
+    );
+    // 2 connections × (2 s ÷ 200 ms) + the 2 on the wire: at most 22 of the 60 went out.
+    assert!(unsent >= 38, "{unsent} due unsent");
+    // What was sent is what nginx saw.
+    assert_eq!(ng.log().len() as u64, responses + in_flight);
+}

@@ -34,4 +34,11 @@ impl Budget {
             }
         }
     }
+    /// How many requests were claimed (ordinals `0..claimed`), and of how many; `None`
+    /// without `-n`.
+    pub(super) fn claimed(&self) -> Option<(u64, u64)> {
+        let (total, left) = self.0.as_ref()?;
+        let left = left.load(Ordering::Relaxed).clamp(0, *total);
+        Some(((total - left) as u64, *total as u64))
+    }
 }

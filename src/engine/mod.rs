@@ -300,6 +300,8 @@ fn run_with<T: Transport + 'static>(
         timeout,
         endpoints: request.endpoints,
         stop: stop.clone(),
+        budget,
+        due_us: request.due_us.clone(),
     };
     let (mut results, cpus) = gathered.finish(spec, target, progress)?;
     if io.uring {
@@ -328,6 +330,10 @@ struct Gathered {
     endpoints: usize,
     /// The workers' stop flag, raised by `--abort-if-behind` (as on Ctrl-C).
     stop: Arc<std::sync::atomic::AtomicBool>,
+    /// The budget the workers claimed from, and when each request was due (a schedule
+    /// by request): what was due and never claimed is counted at the end.
+    budget: Arc<Budget>,
+    due_us: Arc<Vec<u64>>,
 }
 
 impl Gathered {
@@ -350,6 +356,8 @@ impl Gathered {
             timeout,
             endpoints,
             stop,
+            budget,
+            due_us,
         } = self;
         let threads = handles.len();
         let mut timeline = TimelineBuilder::new(timeout * 2 + Duration::from_secs(1), threads);
@@ -412,6 +420,11 @@ impl Gathered {
             Some(d) => d.duration_since(start).min(elapsed).as_secs_f64().max(1e-9),
             None => elapsed.as_secs_f64().max(1e-9),
         };
+        if let Some(claims) = budget.claimed() {
+            let end = start + Duration::from_secs_f64(duration_s);
+            let rate = stages::rate_stages(spec);
+            merged.due_unsent += pace::due_unclaimed(start, end, &due_us, rate, claims);
+        }
         let (seconds, slices, per_thread_rates) = timeline.finish(duration_s);
         let iowait_cpus = merged.iowait_cpu_list();
         let mut results =
@@ -491,6 +504,7 @@ fn results_from(
         non_2xx_3xx,
         connections_opened: s.connections,
         in_flight_at_end: s.in_flight,
+        due_unsent_at_end: s.due_unsent,
         keepalive_closed: s.keepalive_closed,
         unsolicited: s.unsolicited,
         protocol: "http/1.1".into(),

@@ -101,3 +101,45 @@ pub(super) fn due_of(
         .due_s(ordinal)?;
     Some(start + Duration::from_secs_f64(t))
 }
+
+/// Requests the schedule had due before `end` that no connection or stream had claimed
+/// when the run ended (ordinals `claimed..total`, claimed in order): the client was
+/// behind its schedule — every connection or stream busy, or the client itself starved
+/// of a CPU. Only a schedule by request has them (`--replay` at a speed, rate
+/// `--stages`); 0 otherwise. The walk stops at the first request due at the end or
+/// later, so it costs one step per request owed.
+pub(super) fn due_unclaimed(
+    start: Instant,
+    end: Instant,
+    due_us: &[u64],
+    stages: Option<&Stages>,
+    (claimed, total): (u64, u64),
+) -> u64 {
+    (claimed..total)
+        .take_while(|&n| due_of(start, due_us, stages, n).is_some_and(|at| at < end))
+        .count() as u64
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn what_was_due_and_never_claimed_is_counted_up_to_the_end() {
+        let start = Instant::now();
+        let at = |s: f64| start + Duration::from_secs_f64(s);
+        // A ramp to 40/s over 1 s, then 40/s for 1 s: 60 requests, the 20th due at 1 s.
+        let st = Stages::parse("1s:40,1s:40").unwrap();
+        assert_eq!(st.total_requests(), 60);
+        assert_eq!(due_unclaimed(start, at(2.0), &[], Some(&st), (0, 60)), 60);
+        assert_eq!(due_unclaimed(start, at(2.0), &[], Some(&st), (22, 60)), 38);
+        // Stopped at 1 s: the 20 due by then (0 ..= 19, the 20th at 1 s is not before).
+        assert_eq!(due_unclaimed(start, at(1.0), &[], Some(&st), (5, 60)), 15);
+        assert_eq!(due_unclaimed(start, at(2.0), &[], Some(&st), (60, 60)), 0);
+        // A replay's own times (µs): two of the three unclaimed were due before 1.5 s.
+        let due = [0, 500_000, 1_000_000, 1_400_000, 2_000_000];
+        assert_eq!(due_unclaimed(start, at(1.5), &due, None, (2, 5)), 2);
+        // A schedule by connection (`-R`) has no time per request: nothing to count.
+        assert_eq!(due_unclaimed(start, at(9.0), &[], None, (0, 100)), 0);
+    }
+}

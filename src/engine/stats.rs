@@ -49,6 +49,8 @@ pub struct ThreadStats {
     pub connections: u64,
     /// Requests begun but unanswered when the loop ended.
     pub in_flight: u64,
+    /// Open loop: requests due before the end that were not sent (see `LoadResults`).
+    pub due_unsent: u64,
     /// Reused connections the server closed before answering (retried on a new one).
     pub keepalive_closed: u64,
     /// Responses followed by bytes the server sent unasked (see `LoadResults`).
@@ -143,6 +145,7 @@ impl ThreadStats {
             status: Box::new([0; STATUS_SLOTS]),
             connections: 0,
             in_flight: 0,
+            due_unsent: 0,
             keepalive_closed: 0,
             unsolicited: 0,
             goaway: 0,
@@ -224,6 +227,7 @@ impl ThreadStats {
     pub fn merge(&mut self, other: &ThreadStats) {
         self.responses += other.responses;
         self.in_flight += other.in_flight;
+        self.due_unsent += other.due_unsent;
         self.keepalive_closed += other.keepalive_closed;
         self.unsolicited += other.unsolicited;
         self.goaway += other.goaway;

@@ -114,6 +114,13 @@ pub fn render(run: &Run, latency: bool) -> String {
             r.in_flight_at_end
         );
     }
+    if r.due_unsent_at_end > 0 {
+        let _ = writeln!(
+            o,
+            "  {} requests due but not sent when the run ended: the client was behind its schedule",
+            r.due_unsent_at_end
+        );
+    }
     if r.keepalive_closed > 0 {
         let _ = writeln!(
             o,

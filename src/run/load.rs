@@ -38,6 +38,13 @@ pub struct LoadResults {
     /// responses + errors + in flight = requests sent.
     #[serde(default)]
     pub in_flight_at_end: u64,
+    /// Open loop with a schedule by request (rate `--stages`, `--replay` at a speed,
+    /// and each HTTP/3 stream's own turn under `-R`): requests the schedule had due
+    /// before the run ended that the client had not sent — every connection or stream
+    /// was busy, or the client itself was starved of a CPU. Neither sent nor counted
+    /// above: responses + errors + in flight + these = the requests due.
+    #[serde(default)]
+    pub due_unsent_at_end: u64,
     /// Reused connections the server closed before any byte of the next response (its
     /// keep-alive ended without `Connection: close`): not errors; each request was sent
     /// again on a new connection.

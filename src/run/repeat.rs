@@ -76,6 +76,7 @@ impl LoadResults {
         self.non_2xx_3xx += p.non_2xx_3xx;
         self.connections_opened += p.connections_opened;
         self.in_flight_at_end += p.in_flight_at_end;
+        self.due_unsent_at_end += p.due_unsent_at_end;
         self.keepalive_closed += p.keepalive_closed;
         self.unsolicited += p.unsolicited;
     }
