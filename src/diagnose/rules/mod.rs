@@ -296,11 +296,14 @@ pub(super) fn competitors(c: &Ctx, cpu: Option<u32>) -> Vec<String> {
     busy_others(c, cpu, |_| true)
 }
 
-/// [`competitors`] but load generators: a `loadlens` the watch could not tell from
-/// other processes (a watch over ssh to the machine the load runs on) shares the CPU
-/// as the load generator does, which is not other work to move away.
+/// [`competitors`] but the load generator. loadlens's own watch knows this run's
+/// process and leaves it out, so any other `loadlens` it lists is another run: other
+/// work. A watch over ssh cannot tell this run's process from others of the name (on a
+/// machine the load also runs on): those are taken for the load generator, which
+/// shares the CPU as the load does and is not other work to move away.
 pub(super) fn other_work(c: &Ctx, cpu: Option<u32>) -> Vec<String> {
-    busy_others(c, cpu, |o| o.comm != "loadlens")
+    let remote = c.ev.is_some_and(|e| e.source.is_some());
+    busy_others(c, cpu, |o| !remote || o.comm != "loadlens")
 }
 
 fn busy_others(
