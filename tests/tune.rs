@@ -123,6 +123,49 @@ fn fd_limit_fix_is_kept() {
     kept("fd-limit", "worker_rlimit_nofile", &["-d", "2s"]);
 }
 
+/// A JVM upstream whose 4 threads queue 40 connections: without a probe, one load's
+/// evidence reads as the load's own concurrency (`concurrency-bound`, "nothing to
+/// tune"). The baseline probes as `run` does and names the pool, whose size is in the
+/// application's code: tune says so (no typed change) and touches nothing. On a host
+/// whose CPUs other work holds (the client starved, the workers waiting for a CPU) a
+/// queue may be the CPUs': the diagnosis rightly declines to name a pool there, and the
+/// session runs again (at most 4 times; every one said).
+#[test]
+fn the_baseline_probes_a_pools_queue() {
+    if !ready() {
+        return;
+    }
+    let contended = ["client-saturated", "run-queue-delay"];
+    for attempt in 1..=4 {
+        let (code, out, err, run) = lab_tune("thread-pool", &["-d", "2s"]);
+        let run = run.unwrap_or_else(|| panic!("no JSON; stdout:\n{out}\nstderr:\n{err}"));
+        assert_eq!(code, 0, "stdout:\n{out}\nstderr:\n{err}");
+        // Whatever the diagnosis, a session without a typed change touches nothing.
+        assert_eq!(run["tune"]["steps"].as_array().map(Vec::len), Some(0));
+        assert!(out.contains("unchanged (content and mtime)"), "{out}");
+        let ids: Vec<&str> = run["findings"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .filter_map(|f| f["id"].as_str())
+            .collect();
+        if ids.first() == Some(&"pool-limit") {
+            assert!(
+                run["probes"].as_array().is_some_and(|p| !p.is_empty()),
+                "pool-limit without a probe:\n{out}"
+            );
+            assert!(err.contains("no typed change for pool-limit"), "{err}");
+            return;
+        }
+        let busy: Vec<&&str> = contended.iter().filter(|c| ids.contains(c)).collect();
+        assert!(
+            !busy.is_empty() && attempt < 4,
+            "attempt {attempt}: {ids:?}, the host not contended (or 4 busy attempts):\n{out}\n{err}"
+        );
+        eprintln!("attempt {attempt}: the host's CPUs were contended ({busy:?}): again");
+    }
+}
+
 /// A change where the limit is not: php-fpm's children set the rate, nginx's read
 /// timeout does nothing to it. Reverted; every file byte-identical to the original.
 #[test]

@@ -394,7 +394,7 @@ fn aborted_line(ab: &crate::run::Abort, run: &Run) -> String {
 /// several causes. Off by default where the load asked for is exactly what must reach
 /// the server: `--slo` (a CI gate), `-n` (a count), `-R` (an open loop's rate), a
 /// segment of a larger load, a replayed log.
-fn probing(a: &RunArgs, spec: &Spec) -> pipeline::Probing {
+pub(super) fn probing(a: &RunArgs, spec: &Spec) -> pipeline::Probing {
     let exact = a.ci.slo.is_some()
         || spec.requests.is_some()
         || spec.rate.is_some()

@@ -145,9 +145,10 @@ pub fn cmd(mut a: TuneArgs) -> anyhow::Result<ExitCode> {
         watch: a.run.load.watch(addr),
         remote: session.as_deref(),
         start_at: None,
-        // The A/B pairs must be the same load each time; probes would add loads
-        // between them (the baseline's diagnosis goes without them too, for now).
-        probe: pipeline::Probing::Off,
+        // The baseline's diagnosis probes as `run` does when its evidence admits several
+        // causes (a pool's queue and the load's own concurrency look alike without a
+        // probe); the A/B pairs never do (`tune::prove`): they must be the same load.
+        probe: super::run::probing(&a.run, &spec),
     };
     let opts = Options {
         apply: a.apply,

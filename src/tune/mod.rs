@@ -371,11 +371,12 @@ fn prove(
     session: &mut TuneSession,
 ) -> (Decision, String) {
     let url = job.spec.url.clone();
-    // The pairs' loads are not watched: only their results are compared.
+    // The pairs' loads are not watched nor probed: only their results are compared.
     let quiet = Job {
         watch: None,
         remote: None,
         start_at: None,
+        probe: pipeline::Probing::Off,
         ..*job
     };
     // `None` until the first load: the old config is reloaded before it too, so every

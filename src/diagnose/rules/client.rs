@@ -171,11 +171,20 @@ pub(super) fn concurrency_bound(c: &Ctx) -> Option<Finding> {
     // A probe at more connections tests it: the rate must grow with them. Without
     // one it is a hypothesis (a pool of a few threads inside the server holds the rate
     // the same way), said as a warning.
-    let more = crate::diagnose::path::loaded_more(run);
-    let grew = more.map(|m| m.requests_per_s / r.requests_per_s);
-    if grew.is_some_and(|g| g < super::pool::GROWS) {
+    // A load whose requests already queued (its latency well above a probe's at one
+    // connection) set its rate by its connections only if more of them bought rate in
+    // proportion; a rate that grew a little while the added connections mostly waited
+    // is a limit's (`pool-limit`).
+    let more = super::pool::more_connections(run);
+    let queued = crate::diagnose::path::unloaded(run)
+        .is_some_and(|u| u.mean_ms > 0.0 && mean_s * 1e3 >= super::pool::QUEUED_FACTOR * u.mean_ms);
+    if more
+        .as_ref()
+        .is_some_and(|m| m.grew < super::pool::GROWS || (queued && !m.elastic))
+    {
         return None;
     }
+    let grew = more.as_ref().map(|m| m.grew);
     let mut f = finding(
         FindingId::ConcurrencyBound,
         if grew.is_some() {
@@ -206,7 +215,7 @@ pub(super) fn concurrency_bound(c: &Ctx) -> Option<Finding> {
         "In a closed loop each connection sends its next request only when the last is answered, so the rate is the requests in flight divided by the time each takes (Little's law). Nothing was saturated — the busiest server process used {busiest:.0}% of a core and waited {waited:.0} ms/s for a CPU, loadlens's workers were {client_busy:.0}% busy — so this rate is not the server's capacity: it is how long one request takes ({:.1} ms), repeated {in_flight:.0} at a time.",
         mean_s * 1e3
     );
-    match (more, grew) {
+    match (more.map(|m| m.probe), grew) {
         (Some(m), Some(g)) => {
             f.evidence.push(fact(
                 &format!("probe at {} connections: requests/s", m.connections),
