@@ -150,6 +150,20 @@ fn queue_consequence(f: &Finding) -> Option<&'static str> {
     FindingId::of(f).and_then(|id| id.row().queue_consequence)
 }
 
+/// [`queue_consequence`] of `f` when its cause is in the tier `cause_tier`. A finding
+/// of the front's connections to the upstream (its row's tier the upstream's: ports
+/// run out, connect()'s search past TIME_WAIT, the upstream's queue) follows from a
+/// limit behind the front only: a cause in the front itself — a worker waiting for its
+/// CPU, a stall — makes no connection per request and fills no upstream's queue (lab
+/// ephemeral-ports at 300 ports beside a build: 98% of the responses 502s for lack of
+/// ports, and `ephemeral-ports-exhausted` shown as a consequence of the worker's wait
+/// for a CPU).
+fn consequence_of(f: &Finding, cause_tier: Option<&str>) -> Option<&'static str> {
+    let of_the_upstream_hop =
+        FindingId::of(f).is_some_and(|id| id.row().tier == rules::Tier::Upstream);
+    queue_consequence(f).filter(|_| !of_the_upstream_hop || cause_tier == Some(path::UPSTREAM))
+}
+
 /// At most one bottleneck per run: the path's bottleneck tier chooses it among the
 /// bottlenecks found (else the first ranked); every other bottleneck becomes a
 /// consequence of it ("because of …", info) when the model or the pairwise table makes
@@ -187,10 +201,13 @@ fn one_bottleneck(found: &mut [Finding], model: Option<&crate::run::RequestPath>
     // has evidence the other cannot produce (what the rules' tables did not explain is
     // still a bottleneck here), so both stay bottlenecks.
     let latency_only = |f: &Finding| FindingId::of(f).is_some_and(|id| id.row().latency_only);
+    let main_tier = path::finding_tier(&found[main], &ups);
     let server_rate_limit = |f: &Finding| {
         FindingId::of(f).is_some_and(|id| {
             let row = id.row();
-            !row.latency_only && row.tier != rules::Tier::Client && row.queue_consequence.is_none()
+            !row.latency_only
+                && row.tier != rules::Tier::Client
+                && consequence_of(f, main_tier).is_none()
         })
     };
     let rate_limit = latency_only(&found[main])
@@ -206,6 +223,7 @@ fn one_bottleneck(found: &mut [Finding], model: Option<&crate::run::RequestPath>
         None => (main, None),
     };
     let cause = found[main].id.clone();
+    let cause_tier = path::finding_tier(&found[main], &ups);
     if let Some(w) = was_first {
         let below = found[main].confidence * 0.99;
         let f = &mut found[w];
@@ -223,7 +241,7 @@ fn one_bottleneck(found: &mut [Finding], model: Option<&crate::run::RequestPath>
     });
     if queued && path::finding_tier(&found[main], &ups) == tier {
         for f in found.iter_mut().filter(|f| f.kind == Kind::Warning) {
-            if let Some(why) = queue_consequence(f) {
+            if let Some(why) = consequence_of(f, cause_tier) {
                 f.kind = Kind::Info;
                 f.explanation
                     .push_str(&format!(" Because of {cause} (above): {why}."));
@@ -247,7 +265,7 @@ fn one_bottleneck(found: &mut [Finding], model: Option<&crate::run::RequestPath>
         if Some(i) == was_first || independent(f) {
             continue;
         }
-        match queue_consequence(f) {
+        match consequence_of(f, cause_tier) {
             Some(why) => {
                 f.kind = Kind::Info;
                 f.explanation
@@ -480,6 +498,29 @@ mod tests {
         assert_explained(&found, "event-loop-stall", "udp-receive-buffer-drops");
         let found = diagnose(&with_a_worker_in_disk_wait(&run));
         assert_eq!(kind_of(&found, "event-loop-stall"), Some(Kind::Bottleneck));
+    }
+
+    /// Regression (lab ephemeral-ports at 300 ports and time-wait at 6,000, beside a
+    /// build on the worker's CPU): the worker's wait for a CPU was chosen the bottleneck
+    /// and the proxy's connections to its upstream — 98% of the responses 502s for lack
+    /// of a port; 5,940 TIME_WAIT sockets searched past — were shown as its
+    /// consequences. A cause in the front makes no connection per request: the limit of
+    /// the upstream hop sets the rate and comes first, the wait for a CPU beside it.
+    #[test]
+    fn a_wait_for_a_cpu_does_not_explain_the_upstream_hop() {
+        for (name, want) in [
+            ("ephemeral-ports-300-before", "ephemeral-ports-exhausted"),
+            ("time-wait-6000-before", "time-wait-connect-cost"),
+        ] {
+            let found = diagnose(&fixture(name));
+            assert_eq!(found[0].id, want, "{name}: {:?}", ids(&found));
+            let wait = found.iter().find(|f| f.id == "run-queue-delay").unwrap();
+            assert!(
+                wait.kind == Kind::Bottleneck && wait.explanation.contains("Beside"),
+                "{name}: {:?}",
+                ids(&found)
+            );
+        }
     }
 
     /// Out of ports, the port search is part of running out: one finding first.
