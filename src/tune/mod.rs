@@ -349,6 +349,18 @@ fn make_live(
     Ok(settled)
 }
 
+/// Says a server whose workers had not settled within the bound: the load goes on.
+fn unsettled(s: &Settle) -> String {
+    format!(
+        "{} {}'s new workers ({}, {} threads) were still changing {:.1} s after its reload: measuring anyway",
+        s.server.name(),
+        s.pid,
+        s.workers,
+        s.threads,
+        s.after_ms as f64 / 1000.0
+    )
+}
+
 /// Puts the old side back after a failure or a signal: every file byte for byte, each
 /// server reloaded, the sysctls; errors said, not returned (the first error is what the
 /// user sees).
@@ -391,59 +403,50 @@ fn prove(
     // `None` until the first load: the old config is reloaded before it too, so every
     // load of both sides follows a reload.
     let mut live: Option<Side> = None;
-    let mut run_side = |side: Side,
-                        pair: u32,
-                        live: &mut Option<Side>,
-                        say: Say|
-     -> anyhow::Result<LoadSummary> {
-        // Before the first pair, the baseline's leftovers (requests still queued at
-        // an upstream when its clients gave up) get a load's length and a timeout
-        // to drain: the first old load right after it measured 5 responses/s
-        // against the old side's 14.5 in php-fpm-children.
-        let settle = if live.is_none() {
-            let d = quiet.spec.duration_s.unwrap_or(0.0) + quiet.spec.timeout_s;
-            opts.pause
-                .max(std::time::Duration::from_secs_f64(d.min(30.0)))
-        } else {
-            opts.pause
-        };
-        let mut settled = Vec::new();
-        if *live != Some(side) {
-            settled = make_live(c, side, &url, &*opts.host)?;
-            *live = Some(side);
-            for s in settled.iter().filter(|s| !s.steady) {
-                say(format!(
-                        "{} {}'s new workers ({}, {} threads) were still changing {:.1} s after its reload: measuring anyway",
-                        s.server.name(),
-                        s.pid,
-                        s.workers,
-                        s.threads,
-                        s.after_ms as f64 / 1000.0
-                    ));
+    let mut run_side =
+        |side: Side, pair: u32, live: &mut Option<Side>, say: Say| -> anyhow::Result<LoadSummary> {
+            // Before the first pair, the baseline's leftovers (requests still queued at
+            // an upstream when its clients gave up) get a load's length and a timeout
+            // to drain: the first old load right after it measured 5 responses/s
+            // against the old side's 14.5 in php-fpm-children.
+            let pause = if live.is_none() {
+                let d = quiet.spec.duration_s.unwrap_or(0.0) + quiet.spec.timeout_s;
+                opts.pause
+                    .max(std::time::Duration::from_secs_f64(d.min(30.0)))
+            } else {
+                opts.pause
+            };
+            let mut settled = Vec::new();
+            if *live != Some(side) {
+                settled = make_live(c, side, &url, &*opts.host)?;
+                *live = Some(side);
+                settled
+                    .iter()
+                    .filter(|s| !s.steady)
+                    .for_each(|s| say(unsettled(s)));
             }
-        }
-        // Queues and TIME_WAIT of the load before settle the same way for each side.
-        let until = std::time::Instant::now() + settle;
-        while std::time::Instant::now() < until && !stop.load(Ordering::Relaxed) {
-            std::thread::sleep(std::time::Duration::from_millis(20));
-        }
-        if stop.load(Ordering::Relaxed) {
-            bail!("interrupted");
-        }
-        say(format!(
-            "pair {pair} of {}: {} config",
-            opts.pairs,
-            if side == Side::Old { "old" } else { "new" }
-        ));
-        let r = pipeline::measure(&quiet, stop.clone(), progress)?;
-        if stop.load(Ordering::Relaxed) {
-            bail!("interrupted");
-        }
-        Ok(LoadSummary {
-            settled,
-            ..summary(&opts.objective, &r.results)
-        })
-    };
+            // Queues and TIME_WAIT of the load before settle the same way for each side.
+            let until = std::time::Instant::now() + pause;
+            while std::time::Instant::now() < until && !stop.load(Ordering::Relaxed) {
+                std::thread::sleep(std::time::Duration::from_millis(20));
+            }
+            if stop.load(Ordering::Relaxed) {
+                bail!("interrupted");
+            }
+            say(format!(
+                "pair {pair} of {}: {} config",
+                opts.pairs,
+                if side == Side::Old { "old" } else { "new" }
+            ));
+            let r = pipeline::measure(&quiet, stop.clone(), progress)?;
+            if stop.load(Ordering::Relaxed) {
+                bail!("interrupted");
+            }
+            Ok(LoadSummary {
+                settled,
+                ..summary(&opts.objective, &r.results)
+            })
+        };
     let hib = opts.objective.higher_is_better();
     let mut failure = None;
     for i in 1..=opts.pairs {
