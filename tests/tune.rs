@@ -57,10 +57,10 @@ fn step(run: &Value) -> &Value {
 }
 
 /// The scenario's fix is found, applied and kept: a significant gain, its interval
-/// printed, the file changed, the server serving. `args` go on to `lab tune`.
-fn kept(name: &str, directive: &str, args: &[&str]) {
+/// printed, the file changed, the server serving. `args` go on to `lab tune`. The Run.
+fn kept(name: &str, directive: &str, args: &[&str]) -> Option<Value> {
     if !ready() {
-        return;
+        return None;
     }
     let (code, out, err, run) = lab_tune(name, args);
     let run = run.unwrap_or_else(|| panic!("no JSON; stdout:\n{out}\nstderr:\n{err}"));
@@ -88,11 +88,48 @@ fn kept(name: &str, directive: &str, args: &[&str]) {
         out.contains("lab: the server serves") && out.contains("(status 200)"),
         "{out}"
     );
+    Some(run)
 }
 
+/// Each load of `side` (`old`, `new`) in the pairs: the workers of the server reloaded
+/// before it, as they had settled when it began.
+fn settled_workers(run: &Value, side: &str) -> Vec<u64> {
+    step(run)["pairs"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|p| {
+            let s = p[side]["settled"]
+                .as_array()
+                .expect("a settle before each load");
+            assert_eq!(s.len(), 1, "one server reloaded: {s:?}");
+            s[0]["workers"].as_u64().unwrap()
+        })
+        .collect()
+}
+
+/// Also the regression test of tune beside other test binaries: the first load after
+/// php-fpm was reloaded to 50 children met the pool still forking (its first child had
+/// served the check) and served 0/s, and the fix was reverted. Each load now begins
+/// after the pool settled: every new side with all 50 children (`pm.start_servers`),
+/// every old side with its 2.
 #[test]
 fn php_fpm_children_fix_is_kept() {
-    kept("php-fpm-children", "pm.max_children", &[]);
+    let Some(run) = kept("php-fpm-children", "pm.max_children", &[]) else {
+        return;
+    };
+    assert_eq!(
+        settled_workers(&run, "new"),
+        [50; 5],
+        "{}",
+        step(&run)["pairs"]
+    );
+    assert_eq!(
+        settled_workers(&run, "old"),
+        [2; 5],
+        "{}",
+        step(&run)["pairs"]
+    );
 }
 
 #[test]

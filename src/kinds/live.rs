@@ -16,6 +16,8 @@ use std::time::{Duration, Instant};
 use anyhow::{bail, Context};
 
 use crate::kinds::Server;
+use crate::run::Settle;
+use crate::sys::procfs;
 
 /// How long a reload may take before the server counts as not serving.
 const RELOAD_WAIT: Duration = Duration::from_secs(15);
@@ -125,9 +127,10 @@ fn alive(pid: i32) -> bool {
     unsafe { libc::kill(pid, 0) == 0 }
 }
 
-/// Sends the server's reload signal to `pid` and waits until new workers serve: a child
-/// that was not there before, the old ones gone (or, after the wait, still draining).
-pub fn reload(s: &dyn Server, pid: i32) -> anyhow::Result<()> {
+/// Sends the server's reload signal to `pid`, waits until new workers run (a child
+/// that was not there before, the old ones gone or, after [`DRAIN_WAIT`], still
+/// draining), then until they have settled ([`settle`]). How they settled.
+pub fn reload(s: &dyn Server, pid: i32) -> anyhow::Result<Settle> {
     let sig = s.reload_signal(pid)?;
     let before = children(pid);
     // SAFETY: kill(2) with a signal the server handles as a reload.
@@ -147,11 +150,11 @@ pub fn reload(s: &dyn Server, pid: i32) -> anyhow::Result<()> {
         let now = children(pid);
         let fresh = now.difference(&before).count();
         let old_left = now.intersection(&before).count();
-        if (fresh > 0 || before.is_empty()) && old_left == 0 {
-            return Ok(());
-        }
-        if fresh > 0 && t0.elapsed() > DRAIN_WAIT {
-            return Ok(()); // the old ones are draining
+        // Or the old ones are draining.
+        if (fresh > 0 || before.is_empty()) && old_left == 0
+            || fresh > 0 && t0.elapsed() > DRAIN_WAIT
+        {
+            return settle(s, pid, &before, t0);
         }
         if t0.elapsed() > RELOAD_WAIT {
             bail!(
@@ -161,6 +164,75 @@ pub fn reload(s: &dyn Server, pid: i32) -> anyhow::Result<()> {
             );
         }
     }
+}
+
+/// How long new workers may take to settle before the load goes on without it (the Run
+/// says so): php-fpm settled with its 50 children 0.26-0.36 s after the reload signal
+/// on a 2-core machine building beside, 2.6-2.9 s with its CPU capped at 3% of a core.
+const SETTLE_WAIT: Duration = Duration::from_secs(5);
+/// How often the new workers are looked at while they settle, and how many looks in a
+/// row must find them as before and idle.
+const SETTLE_EVERY: Duration = Duration::from_millis(100);
+const SETTLE_LOOKS: u32 = 3;
+
+/// Waits until the new generation of server `pid`'s processes (its children not in
+/// `before`, and theirs) holds still: the same processes with the same threads over
+/// [`SETTLE_LOOKS`] looks, none of them nor the master running or in a disk wait at the
+/// last. A master forking its pool runs between forks (and waits for a CPU, runnable, on
+/// a busy host), so a pool half forked does not pass for a settled one; a worker still
+/// starting its threads changes. Bounded by [`SETTLE_WAIT`]; `t0`: the reload signal.
+fn settle(s: &dyn Server, pid: i32, before: &BTreeSet<i32>, t0: Instant) -> anyhow::Result<Settle> {
+    let came = Instant::now();
+    let mut last: Option<Vec<(i32, u64)>> = None;
+    let mut still = 0;
+    loop {
+        let (now, running) = generation(pid, before);
+        still = if last.as_ref() == Some(&now) && !running {
+            still + 1
+        } else {
+            0
+        };
+        let steady = still + 1 >= SETTLE_LOOKS;
+        if steady || came.elapsed() > SETTLE_WAIT {
+            return Ok(Settle {
+                server: s.kind(),
+                pid,
+                workers: now.len() as u32,
+                threads: now.iter().map(|(_, t)| *t as u32).sum(),
+                after_ms: t0.elapsed().as_millis() as u64,
+                steady,
+            });
+        }
+        last = Some(now);
+        std::thread::sleep(SETTLE_EVERY);
+        if !alive(pid) {
+            bail!("{} {pid} exited on reload", s.kind().name());
+        }
+    }
+}
+
+/// Server `pid`'s processes not in `before` (the generation its reload started: its
+/// children and theirs), each with its threads; and whether any of them or `pid` itself
+/// is running or in a disk wait (state R or D).
+fn generation(pid: i32, before: &BTreeSet<i32>) -> (Vec<(i32, u64)>, bool) {
+    let stat = |p: i32| {
+        std::fs::read_to_string(format!("/proc/{p}/stat"))
+            .ok()
+            .and_then(|t| procfs::parse_pid_stat(&t))
+    };
+    let busy = |st: &procfs::PidStat| matches!(st.state, 'R' | 'D');
+    let mut running = stat(pid).is_some_and(|st| busy(&st));
+    let mut out = Vec::new();
+    let mut todo: Vec<i32> = children(pid).difference(before).copied().collect();
+    while let Some(p) = todo.pop() {
+        // One that exited meanwhile is not in the generation.
+        let Some(st) = stat(p) else { continue };
+        running |= busy(&st);
+        out.push((p, st.num_threads));
+        todo.extend(children(p));
+    }
+    out.sort_unstable();
+    (out, running)
 }
 
 /// A sysctl read (`value = None`) or written in the network namespace of process
@@ -359,4 +431,40 @@ fn write_private(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
         .open(path)?;
     f.write_all(bytes)?;
     f.sync_all()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A shell with two children that sleep: both are its generation (none in `before`),
+    /// one when the other was there before; once they sleep, it settles with both.
+    #[test]
+    fn a_generation_is_the_children_not_there_before_and_it_settles_when_idle() {
+        let mut sh = Command::new("sh")
+            .args(["-c", "sleep 60 & sleep 60 & wait"])
+            .spawn()
+            .unwrap();
+        let pid = sh.id() as i32;
+        let t0 = Instant::now();
+        while children(pid).len() < 2 && t0.elapsed() < Duration::from_secs(20) {
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        let kids = children(pid);
+        let (all, _) = generation(pid, &BTreeSet::new());
+        let first: BTreeSet<i32> = kids.iter().take(1).copied().collect();
+        let (fresh, _) = generation(pid, &first);
+        let settled = settle(&crate::kinds::nginx::Nginx, pid, &BTreeSet::new(), t0);
+        for k in &kids {
+            unsafe { libc::kill(*k, libc::SIGKILL) };
+        }
+        let _ = sh.kill();
+        let _ = sh.wait();
+        assert_eq!(kids.len(), 2, "{kids:?}");
+        assert_eq!(all.iter().map(|(p, _)| *p).collect::<BTreeSet<_>>(), kids);
+        assert!(all.iter().all(|(_, threads)| *threads == 1), "{all:?}");
+        assert_eq!(fresh.len(), 1, "{fresh:?}");
+        let s = settled.unwrap();
+        assert_eq!((s.workers, s.threads, s.pid), (2, 2, pid), "{s:?}");
+    }
 }

@@ -165,7 +165,8 @@ pub enum TuneOp {
         pid: i32,
         file: String,
     },
-    /// The server's graceful reload, and the wait for its new workers.
+    /// The server's graceful reload, and the wait for its new workers to settle; the
+    /// reply's text is how they settled (a `run::Settle` as JSON).
     Reload { kind: ServerKind, pid: i32 },
     /// A sysctl read (`value` absent) or written in process `pid`'s network namespace.
     Sysctl {

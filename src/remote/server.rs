@@ -255,8 +255,8 @@ fn tune(held: &mut Held, op: TuneOp) -> anyhow::Result<(String, Vec<String>)> {
             done(String::new())
         }
         TuneOp::Reload { kind, pid } => {
-            live::reload(server(kind)?, pid)?;
-            done(String::new())
+            let settle = live::reload(server(kind)?, pid)?;
+            done(serde_json::to_string(&settle)?)
         }
         TuneOp::Sysctl { pid, key, value } => done(live::sysctl(pid, &key, value.as_deref())?),
         TuneOp::Release => done(held.release().join("\n")),

@@ -66,7 +66,7 @@ pub use sweep::{Ceiling, Cell, Dim, Step, Sweep, SWEEP_SCHEMA_VERSION};
 pub use topology::{
     KindInfo, Listener, Role, ServerConfig, ServerKind, ServerProcess, Tier, Topology, KINDS,
 };
-pub use tune::{Decision, Gain, LoadSummary, TuneEdit, TunePair, TuneSession, TuneStep};
+pub use tune::{Decision, Gain, LoadSummary, Settle, TuneEdit, TunePair, TuneSession, TuneStep};
 
 /// Version of the JSON layout below.
 pub const SCHEMA_VERSION: u32 = 1;

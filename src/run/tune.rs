@@ -46,6 +46,31 @@ pub struct LoadSummary {
     /// Failed requests (connect, read, timeout, …).
     pub errors: u64,
     pub non_2xx_3xx: u64,
+    /// The servers reloaded before this load and how each had settled when it began
+    /// (in the pairs every load follows a reload; none for the baseline).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub settled: Vec<Settle>,
+}
+
+/// A server after its reload, when the load that followed began: its new worker
+/// processes, once their set and threads held still over a few checks with none of
+/// them, nor the master, running (php-fpm forks `pm.start_servers` children after
+/// re-executing itself: on a busy host, after its first child served, a load of 1 s
+/// met a pool still forking and served nothing).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
+pub struct Settle {
+    pub server: ServerKind,
+    /// The process reloaded (the master).
+    pub pid: i32,
+    /// Its new worker processes: the children its reload started, and theirs.
+    pub workers: u32,
+    /// Their threads.
+    pub threads: u32,
+    /// From the reload signal until settled (or until the bound), ms.
+    pub after_ms: u64,
+    /// Whether it settled; `false`: still changing at the bound (5 s after its new
+    /// workers came), and the load went on.
+    pub steady: bool,
 }
 
 /// One change tried.

@@ -84,6 +84,7 @@ mod tests {
             p99_us: 0,
             errors: 0,
             non_2xx_3xx: 0,
+            settled: Vec::new(),
         };
         old.iter()
             .zip(new)

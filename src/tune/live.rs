@@ -12,6 +12,7 @@ use anyhow::{bail, Context};
 
 use crate::kinds::live::{self, Held};
 use crate::kinds::Server;
+use crate::run::Settle;
 
 /// Where the server's files and processes are, and the steps `tune` takes on them.
 pub trait Host {
@@ -30,8 +31,8 @@ pub trait Host {
     fn write(&self, path: &Path, text: &str) -> anyhow::Result<()>;
     /// The server's own config test of `file`.
     fn config_test(&self, s: &dyn Server, pid: i32, file: &Path) -> anyhow::Result<()>;
-    /// The graceful reload and the wait for new workers.
-    fn reload(&self, s: &dyn Server, pid: i32) -> anyhow::Result<()>;
+    /// The graceful reload, the wait for new workers and for them to settle.
+    fn reload(&self, s: &dyn Server, pid: i32) -> anyhow::Result<Settle>;
     /// A sysctl read (`value = None`) or written in process `pid`'s network namespace.
     fn sysctl(&self, pid: i32, key: &str, value: Option<&str>) -> anyhow::Result<String>;
     /// Lets go of the held files; a line for each changed one (where its backup is).
@@ -66,7 +67,7 @@ impl Host for Local {
     fn config_test(&self, s: &dyn Server, pid: i32, file: &Path) -> anyhow::Result<()> {
         live::config_test(s, pid, file)
     }
-    fn reload(&self, s: &dyn Server, pid: i32) -> anyhow::Result<()> {
+    fn reload(&self, s: &dyn Server, pid: i32) -> anyhow::Result<Settle> {
         live::reload(s, pid)
     }
     fn sysctl(&self, pid: i32, key: &str, value: Option<&str>) -> anyhow::Result<String> {

@@ -28,7 +28,8 @@ use anyhow::{bail, Context};
 use crate::engine::Progress;
 use crate::pipeline::{self, Job};
 use crate::run::{
-    Decision, Kind, LoadResults, LoadSummary, Run, TuneEdit, TunePair, TuneSession, TuneStep,
+    Decision, Kind, LoadResults, LoadSummary, Run, Settle, TuneEdit, TunePair, TuneSession,
+    TuneStep,
 };
 use crate::slo::{Objective as Slo, Op};
 use change::{Ask, Change, Plan, Target};
@@ -303,6 +304,7 @@ fn summary(o: &Objective, r: &LoadResults) -> LoadSummary {
         p99_us: r.latency.at(99.0).unwrap_or(0),
         errors: r.errors.total(),
         non_2xx_3xx: r.non_2xx_3xx,
+        settled: Vec::new(),
     }
 }
 
@@ -314,8 +316,14 @@ enum Side {
 }
 
 /// Makes `side` of change `c` live: sysctls (before a reload, so a listen() at the
-/// reload sees them), files written, each tested, each server reloaded and serving.
-fn make_live(c: &Change, side: Side, url: &str, host: &dyn live::Host) -> anyhow::Result<()> {
+/// reload sees them), files written, each tested, each server reloaded, settled and
+/// serving. How each settled.
+fn make_live(
+    c: &Change,
+    side: Side,
+    url: &str,
+    host: &dyn live::Host,
+) -> anyhow::Result<Vec<Settle>> {
     for e in &c.edits {
         if let TuneEdit::Sysctl { pid, key, old, new } = e {
             let v = if side == Side::New { new } else { old };
@@ -333,10 +341,24 @@ fn make_live(c: &Change, side: Side, url: &str, host: &dyn live::Host) -> anyhow
     for t in &reload {
         t.host.config_test(t.server, t.pid, &t.file)?;
     }
-    for t in &reload {
-        t.host.reload(t.server, t.pid)?;
-    }
-    live::serving(url).map(|_| ())
+    let settled = reload
+        .iter()
+        .map(|t| t.host.reload(t.server, t.pid))
+        .collect::<anyhow::Result<Vec<_>>>()?;
+    live::serving(url)?;
+    Ok(settled)
+}
+
+/// Says a server whose workers had not settled within the bound: the load goes on.
+fn unsettled(s: &Settle) -> String {
+    format!(
+        "{} {}'s new workers ({}, {} threads) were still changing {:.1} s after its reload: measuring anyway",
+        s.server.name(),
+        s.pid,
+        s.workers,
+        s.threads,
+        s.after_ms as f64 / 1000.0
+    )
 }
 
 /// Puts the old side back after a failure or a signal: every file byte for byte, each
@@ -344,7 +366,7 @@ fn make_live(c: &Change, side: Side, url: &str, host: &dyn live::Host) -> anyhow
 /// user sees).
 fn restore(c: &Change, url: &str, host: &dyn live::Host, say: Say) {
     match make_live(c, Side::Old, url, host) {
-        Ok(()) => say("restored the original config; the server serves".into()),
+        Ok(_) => say("restored the original config; the server serves".into()),
         Err(e) => {
             // The files at least are back, whatever the reload did.
             for (path, (t, old, _)) in &c.files {
@@ -388,19 +410,24 @@ fn prove(
             // an upstream when its clients gave up) get a load's length and a timeout
             // to drain: the first old load right after it measured 5 responses/s
             // against the old side's 14.5 in php-fpm-children.
-            let settle = if live.is_none() {
+            let pause = if live.is_none() {
                 let d = quiet.spec.duration_s.unwrap_or(0.0) + quiet.spec.timeout_s;
                 opts.pause
                     .max(std::time::Duration::from_secs_f64(d.min(30.0)))
             } else {
                 opts.pause
             };
+            let mut settled = Vec::new();
             if *live != Some(side) {
-                make_live(c, side, &url, &*opts.host)?;
+                settled = make_live(c, side, &url, &*opts.host)?;
                 *live = Some(side);
+                settled
+                    .iter()
+                    .filter(|s| !s.steady)
+                    .for_each(|s| say(unsettled(s)));
             }
             // Queues and TIME_WAIT of the load before settle the same way for each side.
-            let until = std::time::Instant::now() + settle;
+            let until = std::time::Instant::now() + pause;
             while std::time::Instant::now() < until && !stop.load(Ordering::Relaxed) {
                 std::thread::sleep(std::time::Duration::from_millis(20));
             }
@@ -416,7 +443,10 @@ fn prove(
             if stop.load(Ordering::Relaxed) {
                 bail!("interrupted");
             }
-            Ok(summary(&opts.objective, &r.results))
+            Ok(LoadSummary {
+                settled,
+                ..summary(&opts.objective, &r.results)
+            })
         };
     let hib = opts.objective.higher_is_better();
     let mut failure = None;
@@ -498,7 +528,7 @@ fn prove(
         format!("reverted: the spread blew up: {interval}")
     };
     match make_live(c, Side::Old, &url, &*opts.host) {
-        Ok(()) => (Decision::Reverted, why),
+        Ok(_) => (Decision::Reverted, why),
         Err(e) => {
             restore(c, &url, &*opts.host, say);
             (

@@ -7,12 +7,13 @@
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
-use anyhow::bail;
+use anyhow::{bail, Context};
 
 use super::live::Host;
 use crate::kinds::Server;
 use crate::remote::protocol::{TuneOp, MAX_CONFIG};
 use crate::remote::Session;
+use crate::run::Settle;
 
 /// The server on the other end of a watch's ssh session.
 pub struct Remote {
@@ -82,12 +83,18 @@ impl Host for Remote {
         })
         .map(drop)
     }
-    fn reload(&self, s: &dyn Server, pid: i32) -> anyhow::Result<()> {
-        self.ask(TuneOp::Reload {
+    fn reload(&self, s: &dyn Server, pid: i32) -> anyhow::Result<Settle> {
+        let (settle, _) = self.ask(TuneOp::Reload {
             kind: s.kind(),
             pid,
+        })?;
+        serde_json::from_str(&settle).with_context(|| {
+            format!(
+                "{} reloaded {} {pid} but said how it settled in words this loadlens does not read: `{settle}`",
+                self.name(),
+                s.kind().name()
+            )
         })
-        .map(drop)
     }
     fn sysctl(&self, pid: i32, key: &str, value: Option<&str>) -> anyhow::Result<String> {
         let (v, _) = self.ask(TuneOp::Sysctl {
