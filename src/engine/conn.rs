@@ -80,6 +80,12 @@ pub(super) enum Next {
 }
 
 impl<T> Conn<T> {
+    /// Open loop: its request claimed and parked for a due time before `end`, and not
+    /// sent by then (the run's end: the client behind its schedule).
+    pub(super) fn parked_before(&self, end: std::time::Instant) -> bool {
+        self.phase == Phase::Paced && self.due < end
+    }
+
     /// The UDP port of the HTTP/3 this slot's responses offered (`Alt-Svc: h3`).
     pub(super) fn alt_svc_h3(&self) -> Option<u16> {
         self.parser

@@ -565,14 +565,9 @@ impl<'a, T: Transport> Loop<'a, T> {
                 _ => 0,
             })
             .sum();
-        // Open loop: a request claimed and parked for its due time, due before the end,
-        // that the loop had not sent by then.
         let now = Instant::now();
         let end = self.w.deadline.map_or(now, |d| d.min(now));
-        self.stats.due_unsent = conns
-            .iter()
-            .filter(|c| c.phase == Phase::Paced && c.due < end)
-            .count() as u64;
+        self.stats.due_unsent = conns.iter().filter(|c| c.parked_before(end)).count() as u64;
         self.stats.alt_svc_h3 = conns.iter().find_map(Conn::alt_svc_h3);
         self.tick(slice_of(self.w.start, next_tick), true);
         self.stats
