@@ -1,6 +1,8 @@
-//! The direct loop's UDP socket (`direct.rs`): connected to the server, read with
-//! quinn-udp (recvmmsg, GRO) into a shared arena, and written once per wake with one
-//! `sendmmsg` carrying every connection's transmits (each with its GSO segment size).
+//! The direct loop's UDP socket (`direct.rs`): connected to the server, read with its
+//! own `recvmmsg` (GRO; each message's ECN, destination and the kernel's arrival stamp,
+//! SO_TIMESTAMPNS, from its control bytes: quinn-udp's `RecvMeta` has no timestamp)
+//! into a shared arena, and written once per wake with one `sendmmsg` carrying every
+//! connection's transmits (each with its GSO segment size).
 //!
 //! DESIGN: measured with `bench/h3-cost` and the system calls per response (perf's
 //! syscall tracepoints) against quinn-udp's own `sendmsg` per transmit on an unconnected
