@@ -9,7 +9,7 @@ mod common;
 
 use std::collections::{HashMap, HashSet};
 
-use common::{assert_ok, loadlens, run_json, status_codes, u, Caddy, CaddyLine};
+use common::{assert_ok, loadlens, run_json, run_json_env, status_codes, u, Caddy, CaddyLine};
 
 fn assert_no_errors(run: &serde_json::Value) {
     assert_eq!(
@@ -70,6 +70,45 @@ fn ten_streams_per_connection_match_the_access_log() {
     assert_eq!(u(q, "rtt.count"), 4, "{q}");
     assert!(u(q, "send_calls") >= 1 && u(q, "send_calls") <= u(q, "datagrams_sent"));
     assert!(u(q, "datagrams_received") >= 2000 * 1024 / 1500, "{q}");
+}
+
+#[test]
+fn responses_end_at_their_datagrams_arrival_not_when_the_loop_read_them() {
+    // The closed loop lets responses gather between its waits when the server is quick
+    // (direct.rs): each ends at the kernel's arrival time of the datagram that ended it,
+    // and the wait for the loop shows apart as `held`, with the hold and without it
+    // (`LOADLENS_H3_HOLD=0`).
+    let caddy = Caddy::start("");
+    let url = caddy.https_url("/1k.txt");
+    let args = [
+        "--h3",
+        "-k",
+        "-n",
+        "3000",
+        "-c",
+        "2",
+        "-t",
+        "1",
+        "--max-concurrent-streams",
+        "16",
+        "--no-watch",
+        &url,
+    ];
+    for env in [&[][..], &[("LOADLENS_H3_HOLD", "0")]] {
+        let run = run_json_env(env, &args);
+        assert_eq!(u(&run, "results.responses"), 3000, "{env:?}");
+        assert_no_errors(&run);
+        assert_eq!(u(&run, "results.latency.count"), 3000);
+        assert_eq!(u(&run, "results.phases.ttfb.count"), 3000);
+        // Stamped (not the first few of a machine's first stamping socket, which the
+        // kernel turns on from a work queue: those end when read, unrecorded in held).
+        let held = u(&run, "results.phases.held.count");
+        assert!(held > 0 && held <= 3000, "{env:?}: {held}");
+        // Read after they arrived, some of them by a measurable time: the end the
+        // latency took is not the loop's.
+        assert!(u(&run, "results.phases.held.max_us") > 0, "{env:?}");
+    }
+    assert_eq!(caddy.log().len(), 6000);
 }
 
 #[test]

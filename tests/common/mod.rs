@@ -37,6 +37,13 @@ pub fn run_json(args: &[&str]) -> Value {
     json_of(cmd, args)
 }
 
+/// `run_json` with environment variables set for loadlens.
+pub fn run_json_env(env: &[(&str, &str)], args: &[&str]) -> Value {
+    let mut cmd = loadlens();
+    cmd.arg("run").envs(env.iter().copied());
+    json_of(cmd, args)
+}
+
 /// Runs `cmd ARGS --json FILE -q` (a `loadlens run` however started), asserts it
 /// succeeded and returns the Run.
 fn json_of(mut cmd: Command, args: &[&str]) -> Value {

@@ -3,7 +3,11 @@
 //! worker, connected to the server (`udp.rs`: recvmmsg with GRO, one sendmmsg per wake
 //! with GSO), every datagram waiting handled, the next requests written, each
 //! connection's packets drained — so ACKs ride on request packets — and sent together,
-//! then `ppoll` until a datagram, the next QUIC timer, tick or deadline. HTTP/3 on top
+//! then `ppoll` until a datagram, the next QUIC timer, tick or deadline — after a
+//! wake that brought few responses from a quick server, a hold first (`gather.rs`), so
+//! that more come in one receive; responses end at their last datagram's kernel
+//! arrival time, so the hold is in no latency (`bench/h3-cost`: 0.54× the client CPU
+//! per response without it at load ~3). HTTP/3 on top
 //! is small: a control stream with an empty SETTINGS (no QPACK dynamic table, so no
 //! QPACK streams), the server's control stream read for GOAWAY (no new request on that
 //! connection; a new one once its requests are answered), and the request streams of
@@ -30,6 +34,7 @@ use super::resume::Handshake;
 use super::stream::{pick, Done};
 use super::udp::{Datagram, Udp};
 use super::{tick, wire, Counts, H3Worker, H3_NO_ERROR, RETRY_AFTER, WATCH};
+use crate::engine::gather::Gather;
 use crate::engine::stats::{us_between, ErrorKind, ThreadStats};
 use crate::engine::worker::{slice_of, TICK};
 
@@ -68,6 +73,8 @@ struct Conn {
     began: Instant,
     certificate: Arc<AtomicBool>,
     connected: bool,
+    /// Lost while its datagrams were handled: closed in the wake's connection pass.
+    lost: bool,
     /// The server's GOAWAY: no new request on this connection.
     goaway: bool,
     reqs: Vec<Req>,
@@ -101,6 +108,10 @@ impl H3Worker {
             .collect();
         let mut next_tick = self.start + TICK;
         let mut spent = false;
+        // Responses gather between waits when the server is quick (`gather.rs`): each
+        // ends at its last datagram's kernel arrival time, so the hold is in no latency.
+        let mut gather = (io.stamped && !no_hold())
+            .then(|| Gather::new(self.start, self.connections * self.streams as usize));
         loop {
             let now = Instant::now();
             if self.stop.load(Ordering::Relaxed) || self.deadline.is_some_and(|d| now >= d) {
@@ -112,6 +123,9 @@ impl H3Worker {
                     next_tick += TICK;
                 }
                 self.live.publish(&c.stats);
+                if let Some(g) = gather.as_mut() {
+                    g.measure(now, c.stats.responses);
+                }
             }
             // A connection for each slot without one, claimed before connecting: none is
             // opened that could never send.
@@ -142,6 +156,7 @@ impl H3Worker {
                             began: now,
                             certificate,
                             connected: false,
+                            lost: false,
                             goaway: false,
                             reqs: Vec::new(),
                             peer: Vec::new(),
@@ -154,13 +169,21 @@ impl H3Worker {
                     }
                 }
             }
-            // Every datagram waiting.
+            // Every datagram waiting, each connection's events handled after each of its
+            // datagrams: a response ends at the arrival of the datagram that ended it.
+            let batch_from = c.stats.responses;
             io.receive(&mut got);
+            let seen = Instant::now();
             for d in got.drain(..) {
+                let at = d.at.map(|at| at.min(seen));
                 match ep.handle(now, d.from, d.to, d.ecn, d.data, &mut io.buf) {
                     Some(DatagramEvent::ConnectionEvent(h, ev)) => {
-                        let mut open = conns.iter_mut().flatten().chain(&mut closing);
-                        if let Some(conn) = open.find(|x| x.handle == h) {
+                        if let Some(conn) = conns.iter_mut().flatten().find(|x| x.handle == h) {
+                            conn.q.handle_event(ev);
+                            if !conn.lost && self.events(conn, &mut c, at, seen) {
+                                conn.lost = true;
+                            }
+                        } else if let Some(conn) = closing.iter_mut().find(|x| x.handle == h) {
                             conn.q.handle_event(ev);
                         }
                     }
@@ -177,7 +200,7 @@ impl H3Worker {
                 if conn.q.poll_timeout().is_some_and(|t| t <= now) {
                     conn.q.handle_timeout(now);
                 }
-                let lost = self.events(conn, &mut c, now);
+                let lost = conn.lost || self.events(conn, &mut c, None, now);
                 let expired = !lost && self.expire(conn, &mut c, now);
                 if !lost && !expired {
                     self.fill(conn, &mut c, now, &mut spent, &mut seq[i]);
@@ -240,6 +263,12 @@ impl H3Worker {
             for at in retry.iter().flatten() {
                 wake = wake.min(*at);
             }
+            // A wake that brought few responses from a quick server: a pause before the
+            // next, so that more come in one receive.
+            let handled = c.stats.responses - batch_from;
+            if let Some(hold) = gather.as_ref().and_then(|g| g.hold(handled)) {
+                std::thread::sleep(hold.min(wake.saturating_duration_since(Instant::now())));
+            }
             io.wait(libc::POLLIN, wake.saturating_duration_since(Instant::now()));
         }
         // The connections still open when the run ended: a close the server sees at
@@ -265,8 +294,9 @@ impl H3Worker {
     }
 
     /// The connection's events: the handshake done, streams readable or writable, the
-    /// server's streams; `true` when the connection is lost.
-    fn events(&self, conn: &mut Conn, c: &mut Counts, now: Instant) -> bool {
+    /// server's streams; `true` when the connection is lost. What came did at `at` (its
+    /// datagram's kernel arrival time, when stamped) and the loop saw it at `now`.
+    fn events(&self, conn: &mut Conn, c: &mut Counts, at: Option<Instant>, now: Instant) -> bool {
         while let Some(ev) = conn.q.poll() {
             match ev {
                 Event::Connected => {
@@ -310,7 +340,7 @@ impl H3Worker {
                 }
                 Event::Stream(StreamEvent::Readable { id }) => {
                     if let Some(k) = conn.reqs.iter().position(|r| r.id == id) {
-                        self.read(conn, k, c, now);
+                        self.read(conn, k, c, at, now);
                     } else {
                         peer_stream(conn, id);
                     }
@@ -326,9 +356,12 @@ impl H3Worker {
         false
     }
 
-    /// Request `k`'s response: what has come of it; recorded when whole, at `now` (when
-    /// the datagrams it came in were taken, after the socket's queue was read).
-    fn read(&self, conn: &mut Conn, k: usize, c: &mut Counts, now: Instant) {
+    /// Request `k`'s response: what has come of it; recorded when whole, ending `at` the
+    /// arrival of the datagram that completed it (the loop saw it at `now`: the
+    /// difference is `held`), or at `now` for an unstamped one.
+    fn read(&self, conn: &mut Conn, k: usize, c: &mut Counts, at: Option<Instant>, now: Instant) {
+        let stamped = at;
+        let at = at.unwrap_or(now);
         let r = &mut conn.reqs[k];
         let mut s = conn.q.recv_stream(r.id);
         let Ok(mut chunks) = s.read(true) else {
@@ -337,7 +370,7 @@ impl H3Worker {
         let end = loop {
             match chunks.next(usize::MAX) {
                 Ok(Some(chunk)) => match r.reader.take(&chunk.bytes) {
-                    Ok(Some(_)) => r.first = Some(now),
+                    Ok(Some(_)) => r.first = Some(at),
                     Ok(None) => {}
                     Err(_) => break Some(Err(ErrorKind::Parse)),
                 },
@@ -356,7 +389,6 @@ impl H3Worker {
         let _ = conn.q.recv_stream(r.id).stop(H3_NO_ERROR.into());
         c.in_flight -= 1;
         let e = self.order.endpoint[r.target as usize];
-        let at = now;
         match end.and_then(|()| r.reader.end().map_err(|_| ErrorKind::Parse)) {
             Ok(head) => {
                 let done = Done {
@@ -366,6 +398,9 @@ impl H3Worker {
                     bytes: head.bytes + r.reader.body,
                 };
                 c.record(e, r.sent, r.sent, &done);
+                if stamped.is_some() {
+                    c.stats.phases.held.saturating_record(us_between(at, now));
+                }
             }
             Err(kind) => c.failed(e, kind),
         }
@@ -490,4 +525,9 @@ fn write(q: &mut quinn_proto::Connection, r: &mut Req, wire: &Bytes) {
     if r.offset == wire.len() {
         let _ = s.finish();
     }
+}
+
+/// `LOADLENS_H3_HOLD=0`: no hold between waits (the bench's and the tests' comparison).
+fn no_hold() -> bool {
+    std::env::var_os("LOADLENS_H3_HOLD").is_some_and(|v| v == "0")
 }
