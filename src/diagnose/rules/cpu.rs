@@ -502,45 +502,6 @@ mod tests {
     }
 
     #[test]
-    fn another_loadlens_on_the_workers_cpu_is_other_work_unless_the_watch_was_remote() {
-        use crate::diagnose::{diagnose, FindingId};
-        use crate::run::{EvidenceSource, Kind};
-        // The recorded busy loop beside nginx's worker, renamed: another loadlens run.
-        let mut run = fixture("cpu-contention-before");
-        let ev = run.evidence.as_mut().unwrap();
-        ev.window.other_processes[0].comm = "loadlens".into();
-        let rqd = |run: &Run| {
-            diagnose(run)
-                .into_iter()
-                .find(|f| f.id == FindingId::RunQueueDelay)
-                .expect("run-queue-delay fires")
-        };
-        // loadlens's own watch leaves this run's process out: this one is another run.
-        let local = rqd(&run);
-        assert_eq!(local.kind, Kind::Bottleneck, "{local:?}");
-        assert!(
-            local.explanation.contains("loadlens (pid 10180"),
-            "{}",
-            local.explanation
-        );
-        assert!(
-            !local.explanation.contains("load generator"),
-            "{}",
-            local.explanation
-        );
-        // Over ssh the watch cannot tell it from the load generator: a warning about
-        // the sharing, not other work.
-        run.evidence.as_mut().unwrap().source = Some(EvidenceSource::default());
-        let remote = rqd(&run);
-        assert_eq!(remote.kind, Kind::Warning, "{remote:?}");
-        assert!(
-            !remote.explanation.contains("pid 10180"),
-            "{}",
-            remote.explanation
-        );
-    }
-
-    #[test]
     fn worker_imbalance() {
         let mut run = fixture("conn-per-request-before");
         let set = |run: &mut Run, a: f64, b: f64| {
