@@ -152,8 +152,12 @@ impl Run {
             None => anyhow::bail!("not a loadlens Run: no schema_version"),
         }
         let run: Run = serde_json::from_value(v).context("not a loadlens Run")?;
-        // Indexes the views follow without checking (a hand-edited or damaged file).
-        if let Some(p) = run.evidence.as_ref().and_then(|e| e.profile.as_ref()) {
+        // Indexes the views follow without checking (a hand-edited or damaged file): the
+        // on-CPU profile's and the off-CPU one's.
+        let ev = run.evidence.as_ref();
+        let on = ev.and_then(|e| e.profile.as_ref());
+        let off = ev.and_then(|e| e.offcpu.as_ref()).map(|o| &o.profile);
+        for p in on.into_iter().chain(off) {
             if let Some(bad) = p
                 .stacks
                 .iter()
