@@ -20,11 +20,15 @@ pub(super) fn clocks() -> (Instant, i128) {
     (Instant::now(), wall)
 }
 
-/// The arrival time in an `SCM_TIMESTAMPNS` control message, in ns since the epoch.
-pub(super) fn arrival_ns(control: &[u8]) -> Option<i128> {
+/// The control messages `recvmsg` left in `control`: (level, type, data), walked as
+/// `CMSG_NXTHDR` does (each padded to 8 bytes); a truncated one ends the walk.
+pub(super) fn cmsgs(control: &[u8]) -> impl Iterator<Item = (i32, i32, &[u8])> {
     const HDR: usize = std::mem::size_of::<libc::cmsghdr>();
     let mut rest = control;
-    while rest.len() >= HDR {
+    std::iter::from_fn(move || {
+        if rest.len() < HDR {
+            return None;
+        }
         // SAFETY: at least one header's bytes; read unaligned.
         let h = unsafe { rest.as_ptr().cast::<libc::cmsghdr>().read_unaligned() };
         #[allow(clippy::unnecessary_cast)] // cmsg_len is u32 on some targets
@@ -32,23 +36,23 @@ pub(super) fn arrival_ns(control: &[u8]) -> Option<i128> {
         if len < HDR {
             return None;
         }
-        if h.cmsg_level == libc::SOL_SOCKET
-            && h.cmsg_type == libc::SCM_TIMESTAMPNS
-            && len >= HDR + std::mem::size_of::<libc::timespec>()
-        {
-            // SAFETY: the timespec follows the header, within `len`.
-            let ts = unsafe {
-                rest[HDR..]
-                    .as_ptr()
-                    .cast::<libc::timespec>()
-                    .read_unaligned()
-            };
-            return Some(ts.tv_sec as i128 * 1_000_000_000 + ts.tv_nsec as i128);
+        let data = &rest[HDR..len];
+        rest = rest.get((len + 7) & !7..).unwrap_or(&[]);
+        Some((h.cmsg_level, h.cmsg_type, data))
+    })
+}
+
+/// The arrival time in an `SCM_TIMESTAMPNS` control message, in ns since the epoch.
+pub(super) fn arrival_ns(control: &[u8]) -> Option<i128> {
+    cmsgs(control).find_map(|(level, kind, data)| {
+        let stamp = level == libc::SOL_SOCKET && kind == libc::SCM_TIMESTAMPNS;
+        if !stamp || data.len() < std::mem::size_of::<libc::timespec>() {
+            return None;
         }
-        let step = (len + 7) & !7;
-        rest = rest.get(step..)?;
-    }
-    None
+        // SAFETY: a whole timespec's bytes, read unaligned.
+        let ts = unsafe { data.as_ptr().cast::<libc::timespec>().read_unaligned() };
+        Some(ts.tv_sec as i128 * 1_000_000_000 + ts.tv_nsec as i128)
+    })
 }
 
 /// A kernel arrival time (ns since the epoch) on the monotonic clock, given both clocks

@@ -406,26 +406,16 @@ struct Control {
 impl Control {
     /// The control messages in `control`, as `recvmsg` left them.
     fn parse(control: &[u8]) -> Control {
-        const HDR: usize = std::mem::size_of::<libc::cmsghdr>();
         let mut out = Control {
             ns: arrival::arrival_ns(control),
             ..Control::default()
         };
-        let mut rest = control;
-        while rest.len() >= HDR {
-            // SAFETY: at least one header's bytes; read unaligned.
-            let h = unsafe { rest.as_ptr().cast::<libc::cmsghdr>().read_unaligned() };
-            #[allow(clippy::unnecessary_cast)] // cmsg_len is u32 on some targets
-            let len = (h.cmsg_len as usize).min(rest.len());
-            if len < HDR {
-                break;
-            }
-            let data = &rest[HDR..len];
+        for (level, kind, data) in arrival::cmsgs(control) {
             let int = || {
                 data.get(..4)
                     .map(|b| libc::c_int::from_ne_bytes(b.try_into().expect("4 bytes")))
             };
-            match (h.cmsg_level, h.cmsg_type) {
+            match (level, kind) {
                 (libc::IPPROTO_IP, libc::IP_TOS | libc::IP_RECVTOS) => {
                     out.ecn = data
                         .first()
@@ -448,9 +438,6 @@ impl Control {
                 }
                 _ => {}
             }
-            let step = (len + 7) & !7;
-            let Some(r) = rest.get(step..) else { break };
-            rest = r;
         }
         out
     }
